@@ -1,0 +1,505 @@
+"""Run a function on N ranks from a notebook cell, a script or a test, and get each rank's result back.
+
+    import torch.distributed as dist
+    from utils.launch import launch
+
+    def hello() -> int:
+        return 10 * dist.get_rank()
+
+    launch(hello, world_size=4)          # -> [0, 10, 20, 30]
+
+Each rank is a forked process with the default process group already initialised: Gloo on CPU, or NCCL
+with one GPU per rank when the machine has enough GPUs. What can go wrong becomes an exception that
+says what happened, and no rank outlives the call:
+
+- a rank raises            -> RankFailedError with that rank's traceback;
+- a rank dies (SIGKILL...) -> RankFailedError naming the rank and the signal;
+- the ranks hang           -> RankHangError naming, for every unfinished rank, the call and the line it
+                              is blocked on (a deadlock report), after `timeout` seconds.
+
+Why fork and not torch.multiprocessing.spawn: spawn pickles the function, and a function defined in a
+notebook cell cannot be pickled (it lives in the kernel's __main__). Fork copies the kernel instead. The
+processes are started by torch's own start_processes (as Hugging Face accelerate's notebook_launcher
+does), which also carries each rank's traceback back to us through an error file.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import linecache
+import os
+import pickle
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import wait as wait_for_exit
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as torch_mp
+
+__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device"]
+
+_HOST = "127.0.0.1"
+# The process group's own timeout must outlast ours: if Gloo timed out first, a deadlock would surface as
+# one rank's "Timed out waiting for recv" traceback instead of the report that shows every rank.
+_PG_TIMEOUT_MARGIN_S = 30.0
+_FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others get to fail on their own (and say why)
+_STACK_DUMP_WAIT_S = 3.0  # how long a hung rank gets to write its stack after SIGUSR1
+_POLL_S = 0.05
+_LIBRARY_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(threading.__file__), os.path.dirname(__file__))
+
+
+class LaunchError(RuntimeError):
+    """A launch that did not return a result from every rank."""
+
+
+class RankFailedError(LaunchError):
+    """One or more ranks raised an exception or died. `ranks` lists them, the cause first."""
+
+    def __init__(self, message: str, ranks: list[int]):
+        super().__init__(message)
+        self.ranks = ranks
+
+
+class RankHangError(LaunchError):
+    """The ranks did not all finish within the timeout. `blocked` maps each unfinished rank to where it was."""
+
+    def __init__(self, message: str, blocked: dict[int, str]):
+        super().__init__(message)
+        self.blocked = blocked
+
+
+def launch(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 60.0,
+    backend: str = "auto",
+    threads: int = 1,
+    **kwargs: Any,
+) -> list[Any]:
+    """Run `fn(*args, **kwargs)` on `world_size` ranks and return the ranks' return values in rank order.
+
+    Inside `fn` the default process group is initialised: use dist.get_rank(), dist.send(...), and so on.
+    Return values travel back by value (pickled), so return numbers, lists, dicts or CPU tensors. What a
+    rank prints appears here prefixed with "[rank r]"; what it writes to stderr is shown only if it fails.
+
+    Args:
+        fn: the function every rank runs; it may be defined in a notebook cell.
+        world_size: number of ranks, at least 1.
+        timeout: seconds the whole run may take; past that the ranks are treated as hung (RankHangError).
+        backend: "gloo", "nccl", or "auto" (NCCL with one GPU per rank if there are enough GPUs, else Gloo).
+        threads: intra-op threads per rank; 1 lets a 2-core laptop run 4 ranks without thrashing.
+
+    Raises:
+        TypeError / ValueError: bad arguments, before any process starts.
+        RankFailedError: a rank raised or died; the message holds its traceback.
+        RankHangError: not every rank finished within `timeout`; the message says where each was blocked.
+    """
+    _check_arguments(fn, world_size, timeout, threads)
+    backend = _choose_backend(backend, world_size)
+    run_dir = tempfile.mkdtemp(prefix="ddp-launch-")
+    # The parent owns the rendezvous store, so the port is free by construction and no two launches collide.
+    store = dist.TCPStore(_HOST, 0, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout))
+    relay = _OutputRelay(run_dir, world_size)
+    ranks: _Ranks | None = None
+    try:
+        setup = _RankSetup(backend, world_size, store.port, os.getpid(), run_dir, timeout, threads)
+        with warnings.catch_warnings():
+            # Python 3.12+ warns on every fork of a multi-threaded process (a Jupyter kernel always is);
+            # the warning would land on the cell's stderr, which nbgrader scores as a failure.
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+            context = torch_mp.start_processes(
+                _rank_main, args=(setup, fn, args, kwargs), nprocs=world_size, join=False, daemon=True,
+                start_method="fork",
+            )
+        ranks = _Ranks(context, run_dir)
+        _supervise(ranks, relay, deadline=time.monotonic() + timeout, timeout=timeout)
+        return [_load_result(run_dir, rank) for rank in range(world_size)]
+    finally:
+        if ranks is not None:
+            ranks.kill_all()
+            ranks.remove_error_files()
+        relay.pump(final=True)
+        relay.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def rank_device() -> torch.device:
+    """The device this rank should put its tensors on: its own GPU under NCCL, else the CPU."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank())))
+    return torch.device("cpu")
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+
+def _check_arguments(fn: object, world_size: object, timeout: object, threads: object) -> None:
+    if not callable(fn):
+        raise TypeError(f"launch() needs a function to run on every rank, got {type(fn).__name__}: {fn!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be an int, got {type(world_size).__name__}: {world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    if not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    if sys.platform == "win32":
+        raise LaunchError("launch() forks its ranks, which Windows cannot do: use WSL or a Linux/macOS machine")
+
+
+def _choose_backend(backend: str, world_size: int) -> str:
+    """Resolve "auto" and refuse a backend that cannot work here."""
+    if backend not in ("auto", "gloo", "nccl"):
+        raise ValueError(f'backend must be "auto", "gloo" or "nccl", got {backend!r}')
+    # device_count() asks NVML and leaves CUDA uninitialised, so forking afterwards stays safe.
+    gpus = torch.cuda.device_count()
+    if backend == "auto":
+        backend = "nccl" if gpus >= world_size and dist.is_nccl_available() else "gloo"
+    if backend == "nccl":
+        if gpus < world_size:
+            raise ValueError(f"backend 'nccl' needs one GPU per rank: {world_size} ranks, {gpus} GPUs")
+        if torch.cuda.is_initialized():
+            raise LaunchError(
+                "CUDA is already initialised in this process, and a forked rank cannot use it. Restart the "
+                "kernel and launch before touching the GPU here (no tensor.cuda() in the notebook itself)."
+            )
+    return backend
+
+
+def _pg_timeout(timeout: float) -> timedelta:
+    return timedelta(seconds=timeout + _PG_TIMEOUT_MARGIN_S)
+
+
+# ------------------------------------------------------------------------------------------ in the rank
+
+
+@dataclass(frozen=True)
+class _RankSetup:
+    """Everything a freshly forked rank needs to join the group."""
+
+    backend: str
+    world_size: int
+    port: int
+    parent_pid: int
+    run_dir: str
+    timeout: float
+    threads: int
+
+
+def _rank_main(rank: int, setup: _RankSetup, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Body of one rank: isolate its output, join the group, run `fn`, and write the result to a file."""
+    _redirect_output(rank, setup.run_dir)
+    _exit_with_parent(setup.parent_pid)
+    torch.set_num_threads(setup.threads)
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(setup.world_size),
+        LOCAL_WORLD_SIZE=str(setup.world_size), MASTER_ADDR=_HOST, MASTER_PORT=str(setup.port),
+    )
+    if setup.backend == "nccl":
+        torch.cuda.set_device(rank)
+    store = dist.TCPStore(_HOST, setup.port, is_master=False, timeout=_pg_timeout(setup.timeout))
+    dist.init_process_group(
+        setup.backend, store=store, rank=rank, world_size=setup.world_size, timeout=_pg_timeout(setup.timeout)
+    )
+    result = fn(*args, **kwargs)
+    _save_result(result, rank, setup.run_dir)
+    dist.destroy_process_group()
+
+
+def _redirect_output(rank: int, run_dir: str) -> None:
+    """Point this rank's stdout and stderr (Python's and the C++ libraries') at its own log files.
+
+    The kernel's stdout object must not be used from a forked child, and anything a rank writes to the
+    inherited stderr would land in the notebook cell as an error stream. SIGUSR1 makes the rank write its
+    Python stack to the stderr log: that is how the watchdog sees where a hung rank is blocked.
+    """
+    for fd, path in ((1, _log_path(run_dir, rank, "out")), (2, _log_path(run_dir, rank, "err"))):
+        log_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        os.dup2(log_fd, fd)
+        os.close(log_fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the rank
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """End this rank if the launching process dies (a killed kernel must not leave ranks behind)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+class _ByValuePickler(pickle.Pickler):
+    """Pickles GPU tensors as CPU copies: unpickling a CUDA tensor in the parent would initialise CUDA there."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor) and obj.device.type != "cpu":
+            return obj.cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        return NotImplemented
+
+
+def _save_result(result: Any, rank: int, run_dir: str) -> None:
+    path = os.path.join(run_dir, f"rank{rank}.result")
+    try:
+        with open(path, "wb") as f:
+            _ByValuePickler(f, pickle.HIGHEST_PROTOCOL).dump(result)
+    except Exception as error:
+        raise TypeError(
+            f"rank {rank} returned a value of type {type(result).__name__} that cannot be sent back to the "
+            f"launching process ({error}). Return plain values: numbers, strings, lists, dicts, tensors."
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------- in the parent
+
+
+def _log_path(run_dir: str, rank: int, stream: str) -> str:
+    return os.path.join(run_dir, f"rank{rank}.{stream}")
+
+
+def _load_result(run_dir: str, rank: int) -> Any:
+    with open(os.path.join(run_dir, f"rank{rank}.result"), "rb") as f:
+        return pickle.load(f)
+
+
+class _Ranks:
+    """The started rank processes, and what each one left behind when it ended."""
+
+    def __init__(self, context: torch_mp.ProcessContext, run_dir: str):
+        self.processes = context.processes
+        self.error_files = context.error_files
+        self.run_dir = run_dir
+        self.stopped: set[int] = set()  # ranks we killed ourselves: not a cause of failure
+
+    def alive(self) -> list[int]:
+        return [rank for rank, p in enumerate(self.processes) if p.exitcode is None]
+
+    def failed(self) -> list[int]:
+        """Ranks that ended badly on their own (not killed by us)."""
+        return [r for r, p in enumerate(self.processes) if p.exitcode not in (None, 0) and r not in self.stopped]
+
+    def wait(self, seconds: float) -> None:
+        """Block until some rank ends or `seconds` pass."""
+        sentinels = [self.processes[rank].sentinel for rank in self.alive()]
+        if sentinels:
+            wait_for_exit(sentinels, timeout=seconds)
+        for p in self.processes:
+            p.join(timeout=0)  # fills in exitcode for the ones that ended
+
+    def stderr(self, rank: int) -> str:
+        with open(_log_path(self.run_dir, rank, "err"), errors="replace") as f:
+            return f.read()
+
+    def traceback(self, rank: int) -> str | None:
+        """The traceback the rank raised (torch's start_processes writes it to an error file), if any."""
+        path = self.error_files[rank]
+        if not os.path.exists(path):
+            return None
+        with open(path, "rb") as f:
+            return pickle.load(f)
+
+    def kill_all(self) -> None:
+        for rank in self.alive():
+            self.stopped.add(rank)
+            self.processes[rank].kill()
+        for p in self.processes:
+            p.join()
+
+    def remove_error_files(self) -> None:
+        for path in self.error_files:
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: float) -> None:
+    """Wait for every rank to succeed; raise as soon as one fails or the deadline passes."""
+    while ranks.alive():
+        ranks.wait(_POLL_S)
+        relay.pump()
+        if ranks.failed():
+            grace_end = time.monotonic() + _FAILURE_GRACE_S
+            while ranks.alive() and time.monotonic() < grace_end:
+                ranks.wait(_POLL_S)
+            ranks.kill_all()
+            raise RankFailedError(*_failure_report(ranks))
+        if time.monotonic() > deadline:
+            raise RankHangError(*_hang_report(ranks, timeout))
+
+
+def _failure_report(ranks: _Ranks) -> tuple[str, list[int]]:
+    """Describe the failed ranks, causes first (in full), then the ranks that failed because a peer did."""
+    failed = ranks.failed()
+    causes = [r for r in failed if not _is_consequence(ranks.traceback(r))] or failed
+    # Of the causes, a rank killed by a signal comes first: it left no traceback to look at.
+    causes.sort(key=lambda r: ranks.traceback(r) is not None)
+    parts = [_describe_failure(ranks, rank) for rank in causes]
+    consequences = [r for r in failed if r not in causes]
+    if consequences:
+        parts.append("Then, because a peer was gone:\n" + "\n".join(
+            f"  rank {r}: {ranks.traceback(r).strip().splitlines()[-1]}" for r in consequences))
+    header = f"{_plural(causes)} failed"
+    if ranks.stopped:
+        header += f"; {_plural(sorted(ranks.stopped))} still running and stopped"
+    return header + ".\n\n" + "\n\n".join(parts), causes + consequences
+
+
+def _is_consequence(trace: str | None) -> bool:
+    """Whether a rank's traceback only says that a peer disappeared (so the peer is the real cause)."""
+    return trace is not None and re.search(r"Connection (closed|reset) by peer|Broken pipe", trace) is not None
+
+
+def _describe_failure(ranks: _Ranks, rank: int) -> str:
+    code = ranks.processes[rank].exitcode
+    trace = ranks.traceback(rank)
+    if trace is not None:
+        return f"rank {rank} raised an exception:\n{_name_cells(_trim_traceback(trace))}"
+    if code < 0:
+        return (f"rank {rank} was killed by {signal.Signals(-code).name} (out of memory, or killed from outside)"
+                + _tail(ranks.stderr(rank)))
+    return f"rank {rank} exited with code {code}" + _tail(ranks.stderr(rank))
+
+
+def _trim_traceback(trace: str) -> str:
+    """Drop the launcher's own frames (torch's process wrapper and _rank_main): they are the same every time."""
+    launcher_files = (sys.modules[torch_mp.start_processes.__module__].__file__, __file__)
+    frame = re.compile(r'^  File "(?P<file>[^"]+)".*\n(?:    .*\n)*', re.MULTILINE)
+    return frame.sub(lambda m: "" if m["file"] in launcher_files else m[0], trace)
+
+
+def _hang_report(ranks: _Ranks, timeout: float) -> tuple[str, dict[int, str]]:
+    """Ask every unfinished rank for its stack (SIGUSR1 -> faulthandler), then kill them all and explain."""
+    hung = ranks.alive()
+    for rank in hung:
+        os.kill(ranks.processes[rank].pid, signal.SIGUSR1)
+    stacks = _collect_stacks(ranks, hung)
+    ranks.kill_all()
+    blocked = {rank: _where_blocked(stacks[rank]) for rank in hung}
+    finished = [r for r in range(len(ranks.processes)) if r not in hung]
+    lines = [f"{_plural(hung)} did not finish within {timeout:g} s. If they are waiting for each other, "
+             "this is a deadlock: each waits for a message that no rank will send."]
+    lines += [f"  rank {rank}: {where}" for rank, where in blocked.items()]
+    if finished:
+        lines.append(f"  ({_plural(finished)} finished.)")
+    return "\n".join(lines), blocked
+
+
+def _collect_stacks(ranks: _Ranks, hung: list[int]) -> dict[int, str]:
+    """Wait until each hung rank has written its faulthandler dump to its stderr log, and return the dumps."""
+    end = time.monotonic() + _STACK_DUMP_WAIT_S
+    stacks: dict[int, str] = {}
+    while True:
+        stacks = {rank: _last_dump(ranks.stderr(rank)) for rank in hung}
+        if all(stacks.values()) or time.monotonic() > end:
+            return stacks
+        time.sleep(_POLL_S)
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<name>.+)$')
+
+
+@dataclass(frozen=True)
+class _Frame:
+    file: str
+    line: int
+    name: str
+
+    def is_library(self) -> bool:
+        return self.file.startswith(_LIBRARY_DIRS)
+
+
+def _last_dump(stderr: str) -> str:
+    """The last faulthandler stack in a rank's stderr ("... (most recent call first):" and its frames)."""
+    start = stderr.rfind("most recent call first")
+    return stderr[start:] if start >= 0 else ""
+
+
+def _where_blocked(dump: str) -> str:
+    """Turn a faulthandler dump into "in torch.distributed.recv, at Cell In[3], line 5: dist.recv(t, 1)"."""
+    frames = [_Frame(m["file"], int(m["line"]), m["name"]) for m in map(_FRAME.match, dump.splitlines()) if m]
+    user = [i for i, frame in enumerate(frames) if not frame.is_library()]
+    if not user:
+        return "no stack could be read (the rank did not answer the stack request)"
+    caller = frames[user[0]]  # innermost frame of the user's code: the line that is waiting
+    callee = _library_call(frames[: user[0]])
+    where = f"at {_place(caller.file, caller.line)}: {linecache.getline(caller.file, caller.line).strip()}"
+    return f"blocked in {callee}, {where}" if callee else f"blocked {where}"
+
+
+def _library_call(frames: list[_Frame]) -> str | None:
+    """Name the library function the user's line called, given the library frames innermost-first."""
+    for frame in reversed(frames):  # outermost first: the function the user called, skipping decorators
+        if frame.name not in ("wrapper", "inner"):
+            if "torch/distributed" in frame.file.replace(os.sep, "/"):
+                return f"torch.distributed.{frame.name}"
+            return frame.name
+    return None
+
+
+def _place(file: str, line: int) -> str:
+    """ "Cell In[7], line 3" for code typed in a notebook cell, "file.py, line 3" otherwise."""
+    cell = _cell_label(file)
+    return f"{cell}, line {line}" if cell else f"{file}, line {line}"
+
+
+def _cell_label(file: str) -> str | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    label = shell.compile.format_code_name(file) if shell is not None else None
+    return " ".join(label) if label else None
+
+
+def _name_cells(text: str) -> str:
+    """Replace the kernel's temporary file names of notebook cells in a traceback by "Cell In[n]"."""
+    return re.sub(r'File "([^"]+)"', lambda m: _cell_label(m[1]) or m[0], text)
+
+
+def _tail(text: str, lines: int = 20) -> str:
+    text = text.strip()
+    return "; its last output on stderr:\n" + "\n".join(text.splitlines()[-lines:]) if text else ""
+
+
+def _plural(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+
+
+class _OutputRelay:
+    """Copies what each rank prints to our stdout as it arrives, whole lines only, prefixed with the rank."""
+
+    def __init__(self, run_dir: str, world_size: int):
+        self._files = []
+        for rank in range(world_size):
+            for stream in ("out", "err"):
+                open(_log_path(run_dir, rank, stream), "w").close()  # the ranks append to these
+            self._files.append(open(_log_path(run_dir, rank, "out"), "rb"))  # noqa: SIM115
+        self._partial = [b""] * world_size
+
+    def pump(self, final: bool = False) -> None:
+        for rank, f in enumerate(self._files):
+            data = self._partial[rank] + f.read()
+            complete, _, self._partial[rank] = data.rpartition(b"\n") if not final else (data, b"", b"")
+            for line in complete.decode(errors="replace").splitlines():
+                print(f"[rank {rank}] {line}")
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
