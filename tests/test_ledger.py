@@ -1,0 +1,83 @@
+"""The traffic ledger: exact per-rank counts, message order, and the ban on built-in collectives."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from utils.launch import RankFailedError, launch
+from utils.ledger import ForbiddenCollectiveError, Ledger, Message, Totals
+
+
+def _shift_right_nonblocking(numel: int) -> tuple[list[Message], Totals]:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out, inbox = torch.full((numel,), float(rank)), torch.empty(numel)
+    with Ledger() as ledger:
+        requests = [dist.irecv(inbox, src=(rank - 1) % world), dist.isend(out, (rank + 1) % world)]
+        for request in requests:
+            request.wait()
+    assert inbox[0].item() == (rank - 1) % world
+    return ledger.messages, ledger.totals()
+
+
+def test_nonblocking_ring_shift_is_counted_exactly_per_rank() -> None:
+    world, numel = 3, 5
+    for rank, (messages, totals) in enumerate(launch(_shift_right_nonblocking, world, numel)):
+        nbytes = numel * 4  # float32
+        assert messages == [Message("recv", (rank - 1) % world, nbytes, False),
+                            Message("send", (rank + 1) % world, nbytes, False)]
+        assert totals == Totals(sent_messages=1, sent_bytes=nbytes, recv_messages=1, recv_bytes=nbytes)
+
+
+def _blocking_gather_to_zero() -> list[Message]:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    with Ledger() as ledger:
+        if rank == 0:
+            for _ in range(world - 1):
+                dist.recv(torch.empty(2, dtype=torch.int64))  # from whichever rank is first
+        else:
+            dist.send(torch.tensor([rank, rank]), dst=0)
+    return ledger.messages
+
+
+def test_blocking_receive_from_any_source_records_the_sender() -> None:
+    messages = launch(_blocking_gather_to_zero, 3)
+    assert sorted(m.peer for m in messages[0]) == [1, 2]
+    assert all(m == Message("recv", m.peer, 16, True) for m in messages[0])
+    assert messages[1] == [Message("send", 0, 16, True)] and messages[2] == [Message("send", 0, 16, True)]
+
+
+def _all_reduce_inside_and_after() -> float:
+    t = torch.ones(1)
+    with Ledger(forbid_collectives=True):
+        dist.all_reduce(t)
+    return t.item()
+
+
+def test_forbidden_collective_raises_with_its_name() -> None:
+    with pytest.raises(RankFailedError, match="dist.all_reduce is a built-in collective"):
+        launch(_all_reduce_inside_and_after, 2)
+
+
+def _collectives_restored_after_the_ledger() -> tuple[bool, float, int]:
+    t = torch.ones(1)
+    with Ledger(forbid_collectives=True) as ledger:
+        try:
+            dist.broadcast(t, src=0)
+            refused = False
+        except ForbiddenCollectiveError:
+            refused = True
+    dist.all_reduce(t)  # works again outside the ledger
+    with Ledger() as allowed:
+        dist.all_reduce(t)  # not forbidden, and not a point-to-point message
+    return refused, t.item(), len(ledger.messages) + len(allowed.messages)
+
+
+def test_collectives_are_restored_and_uncounted_when_allowed() -> None:
+    assert launch(_collectives_restored_after_the_ledger, 2) == [(True, 4.0, 0)] * 2
+
+
+def test_ledgers_do_not_nest_and_restore_the_originals() -> None:
+    original_send, original_all_reduce = dist.send, dist.all_reduce
+    with Ledger(forbid_collectives=True), pytest.raises(RuntimeError, match="do not nest"), Ledger():
+        pass
+    assert dist.send is original_send and dist.all_reduce is original_all_reduce
