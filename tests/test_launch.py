@@ -287,3 +287,23 @@ def test_nccl_all_reduce_on_two_gpus() -> None:
     results = launch(gpu_sum, 2)
     assert [r.device.type for r in results] == ["cpu", "cpu"]  # sent back by value, as CPU tensors
     assert all(torch.equal(r, torch.full((4,), 3.0)) for r in results)
+
+
+def test_the_same_code_runs_under_torchrun(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch.distributed as dist
+        from utils.launch import launch
+
+        def rank_times_ten():
+            return 10 * dist.get_rank()
+
+        results = launch(rank_times_ten, 2)
+        if dist.get_rank() == 0:
+            print("results", results)
+    """))
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node=2", str(script)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "results [0, 10]" in done.stdout

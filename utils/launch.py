@@ -17,6 +17,9 @@ says what happened, and no rank outlives the call:
 - the ranks hang           -> RankHangError naming, for every unfinished rank, the call and the line it
                               is blocked on (a deadlock report), after `timeout` seconds.
 
+The same code runs as a script under torchrun (one node or several): there `launch` runs `fn` in the current
+process, in the group torchrun set up, and returns every rank's result, gathered, on every rank.
+
 Why fork and not torch.multiprocessing.spawn: spawn pickles the function, and a function defined in a
 notebook cell cannot be pickled (it lives in the kernel's __main__). Fork copies the kernel instead. The
 processes are started by torch's own start_processes (as Hugging Face accelerate's notebook_launcher
@@ -107,6 +110,8 @@ def launch(
         RankHangError: not every rank finished within `timeout`; the message says where each was blocked.
     """
     _check_arguments(fn, world_size, timeout, threads)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)
     backend = _choose_backend(backend, world_size)
     run_dir = tempfile.mkdtemp(prefix="ddp-launch-")
     # The parent owns the rendezvous store, so the port is free by construction and no two launches collide.
@@ -133,6 +138,23 @@ def launch(
         relay.pump(final=True)
         relay.close()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _launch_under_torchrun(
+    fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, backend: str, timeout: float
+) -> list[Any]:
+    """torchrun already started one process per rank: join its group, run `fn` here, gather the results."""
+    if world_size != int(os.environ["WORLD_SIZE"]):
+        raise ValueError(f"launch asked for {world_size} ranks, but torchrun started {os.environ['WORLD_SIZE']}")
+    if not dist.is_initialized():
+        if backend == "auto":
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group(backend, timeout=_pg_timeout(timeout))
+    results: list[Any] = [None] * world_size
+    dist.all_gather_object(results, fn(*args, **kwargs))
+    return results
 
 
 def rank_device() -> torch.device:
