@@ -4,6 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_ARGS ?=
+EXCHANGE := $(abspath $(VENV))/share/nbgrader
+
+# nbgrader 0.9.6's parts, by the names its package registers (nbgrader/server_extensions/ and the
+# plugin ids in the @jupyter/nbgrader labextension). tests/test_lab_server.py checks the result.
+STUDENT_SERVER_EXTS    := nbgrader.server_extensions.assignment_list nbgrader.server_extensions.validate_assignment
+INSTRUCTOR_SERVER_EXTS := nbgrader.server_extensions.formgrader nbgrader.server_extensions.course_list
+STUDENT_LAB_PLUGINS    := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:validate-assignment @jupyter/nbgrader:menu
+INSTRUCTOR_LAB_PLUGINS := @jupyter/nbgrader:formgrader @jupyter/nbgrader:course-list @jupyter/nbgrader:create-assignment
 
 .PHONY: help lab test lint release autograde feedback clean
 
@@ -11,15 +19,26 @@ help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 # The environment is rebuilt only when a file that defines it changes, so a second run installs nothing.
+# Jupyter's settings go inside the venv (--sys-prefix), never into your home folder.
 $(STAMP): requirements.txt pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { \
+	  echo "error: '$(PYTHON)' is missing or is not Python 3.11." >&2; \
+	  echo "Install Python 3.11, or run 'make PYTHON=/path/to/python3.11 ...'." >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .  # `import utils` from any folder
 	$(BIN)/python -m ipykernel install --sys-prefix --name ddp-course --display-name "Python (DDP course)" >/dev/null
-	$(BIN)/jupyter server extension enable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null 2>&1
-	$(BIN)/jupyter server extension enable --sys-prefix nbgrader.server_extensions.validate_assignment >/dev/null 2>&1
+	@# nbgrader's student tools (assignment list, validate button) on; the instructor's tools off.
+	$(BIN)/jupyter server extension enable --log-level=WARN --sys-prefix $(STUDENT_SERVER_EXTS)
+	$(BIN)/jupyter server extension disable --log-level=WARN --sys-prefix $(INSTRUCTOR_SERVER_EXTS)
+	$(BIN)/jupyter labextension enable --log-level=WARN --level=sys_prefix $(STUDENT_LAB_PLUGINS)
+	$(BIN)/jupyter labextension disable --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS)
+	$(BIN)/jupyter labextension lock --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS)
+	@# The assignment list needs an exchange folder; this one lives in the venv, so nothing leaves the repo.
+	mkdir -p $(EXCHANGE)/exchange $(EXCHANGE)/cache
+	printf 'c.Exchange.root = "%s/exchange"\nc.Exchange.cache = "%s/cache"\n' $(EXCHANGE) $(EXCHANGE) \
+	  > $(VENV)/etc/jupyter/nbgrader_config.py
 	@touch $@
 
 lab: $(STAMP)  ## set up (first time only) and start JupyterLab on course/

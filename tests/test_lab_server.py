@@ -1,0 +1,170 @@
+"""`make lab` serves what a student needs: lab 00, the course kernel, nbgrader's student tools only.
+
+Starts the real server through the Makefile on a free port and asks its REST API. The server runs
+in its own process group, which is killed at the end whatever happens.
+"""
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LAB_00 = "00_ranks_and_alpha_beta"
+START_TIMEOUT_S = 120  # a cold start on a busy 2-core machine takes 10-30 s
+
+STUDENT_PLUGINS = ["@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:validate-assignment"]
+INSTRUCTOR_PLUGINS = [
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:course-list",
+    "@jupyter/nbgrader:create-assignment",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    def __init__(self, url: str, token: str):
+        self.url, self.token = url, token
+
+    def request(self, path: str, method: str = "GET", body: dict | None = None) -> tuple[int, str]:
+        """(HTTP status, body text) of one authenticated request; never raises on an HTTP error."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"token {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def json(self, path: str, method: str = "GET", body: dict | None = None):
+        status, text = self.request(path, method, body)
+        assert status == 200, f"{method} {path} -> {status}: {text[:500]}"
+        return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("jupyter")
+    port, token = free_port(), secrets.token_hex(16)
+    lab_args = f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.port_retries=0 --ServerApp.token={token}"
+    if os.geteuid() == 0:  # CI runs as root; Jupyter refuses that unless told
+        lab_args += " --allow-root"
+    # User-level Jupyter folders point into tmp: only what `make` put in the venv counts, and the
+    # test writes nothing into the home folder.
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+    env.pop("MAKEFLAGS", None)  # under `make test`: start `make lab` as a student would, not as a sub-make
+    log = open(tmp / "lab.log", "w+")
+    proc = subprocess.Popen(["make", "lab", f"LAB_ARGS={lab_args}"], cwd=REPO, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        server = Lab(f"http://127.0.0.1:{port}", token)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"`make lab` exited with {proc.returncode}:\n{log_tail(log)}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"`make lab` did not answer within {START_TIMEOUT_S} s:\n{log_tail(log)}")
+            try:
+                if server.request("/api/status")[0] == 200:
+                    break
+            except OSError:  # not listening yet
+                pass
+            time.sleep(0.5)
+        yield server
+    finally:
+        stop(proc)
+        log.close()
+
+
+def log_tail(log, chars: int = 4000) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read()[-chars:]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the whole process group (make and the server), SIGKILL to what outlives 20 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            proc.poll()  # reap make, so that it does not count as alive
+            os.killpg(proc.pid, 0)  # raises ProcessLookupError once the whole group is gone
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def page_config(lab: Lab) -> dict:
+    """The JSON JupyterLab embeds in its page: which extensions load, which plugins are disabled."""
+    status, html = lab.request("/lab")
+    assert status == 200, f"/lab -> {status}"
+    m = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    assert m, "no jupyter-config-data in the /lab page"
+    return json.loads(m.group(1))
+
+
+def test_lab_00_is_listed(lab):
+    folder = REPO / "course" / LAB_00
+    if not folder.is_dir():
+        pytest.skip(f"course/{LAB_00}/ does not exist yet (run `make release` once solutions/{LAB_00} exists)")
+    listing = lab.json(f"/api/contents/{LAB_00}")
+    listed = {item["name"] for item in listing["content"] if item["type"] == "notebook"}
+    on_disk = {p.name for p in folder.glob("*.ipynb")}
+    assert on_disk, f"course/{LAB_00}/ holds no notebook"
+    assert listed == on_disk
+
+
+def test_course_kernel_runs_the_venv_python(lab):
+    specs = lab.json("/api/kernelspecs")["kernelspecs"]
+    assert "ddp-course" in specs, f"kernels: {sorted(specs)}"
+    python = Path(specs["ddp-course"]["spec"]["argv"][0])
+    assert python.parent.resolve() == (REPO / ".venv" / "bin").resolve()
+
+
+def test_assignment_list_answers_without_error(lab):
+    # success is False (with a message the student would see) when the exchange folder is missing.
+    assert lab.json("/courses") == {"success": True, "value": []}
+
+
+def test_validate_button_has_its_server_side(lab):
+    reply = lab.json("/assignments/validate", "POST", {"path": "no-such-notebook.ipynb"})
+    assert reply["success"] is False and "no-such-notebook.ipynb" in reply["value"]
+
+
+@pytest.mark.parametrize("path", ["/formgrader", "/formgrader/api/status", "/formgraders"])
+def test_instructor_server_extensions_are_off(lab, path):
+    assert lab.request(path)[0] == 404
+
+
+def test_lab_plugins_student_on_instructor_off(lab):
+    config = page_config(lab)
+    assert "@jupyter/nbgrader" in [ext["name"] for ext in config["federated_extensions"]]
+    disabled = set(config["disabledExtensions"])
+    assert set(INSTRUCTOR_PLUGINS) <= disabled
+    assert not set(STUDENT_PLUGINS) & disabled
+
+
+def test_plugin_ids_exist_in_nbgrader_bundle():
+    """A misspelt id would be 'disabled' without effect: each id must be one nbgrader really registers."""
+    static = REPO / ".venv/share/jupyter/labextensions/@jupyter/nbgrader/static"
+    bundle = "".join(p.read_text() for p in static.glob("*.js"))
+    for plugin in STUDENT_PLUGINS + INSTRUCTOR_PLUGINS:
+        assert plugin in bundle, plugin

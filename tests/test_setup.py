@@ -1,0 +1,76 @@
+"""The set-up is reproducible: exact pins, two dependency files that agree, clean notebooks, lint, make."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def requirements() -> list[str]:
+    lines = (REPO / "requirements.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def notebooks() -> list[str]:
+    """Notebooks under solutions/ and course/ that git tracks or would add (not ignored)."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "solutions", "course"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout
+    return sorted({path for path in out.splitlines() if path.endswith(".ipynb")})
+
+
+def test_environment_yml_mirrors_requirements_txt():
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    assert env["dependencies"] == ["python=3.11", "pip", {"pip": requirements()}]
+
+
+def test_every_requirement_is_pinned_exactly():
+    reqs = requirements()
+    assert reqs, "requirements.txt lists nothing"
+    unpinned = [r for r in reqs if not re.fullmatch(r"[A-Za-z0-9._-]+==[A-Za-z0-9.+!-]+", r)]
+    assert not unpinned, f"pin these with ==: {unpinned}"
+
+
+def test_torch_is_pinned_to_the_course_version():
+    assert "torch==2.13.0" in requirements()
+
+
+def test_solutions_hold_at_least_one_notebook():
+    assert any(path.startswith("solutions/") for path in notebooks())
+
+
+@pytest.mark.parametrize("path", notebooks())
+def test_notebook_is_committed_without_outputs(path):
+    cells = json.loads((REPO / path).read_text())["cells"]
+    dirty = [i for i, cell in enumerate(cells)
+             if cell["cell_type"] == "code" and (cell["outputs"] or cell["execution_count"] is not None)]
+    assert not dirty, f"{path}: cells {dirty} have outputs or execution counts; clear them before committing"
+
+
+def test_ruff_passes():
+    # pyproject.toml's [tool.ruff] says what is checked: utils, tests, autograder and the notebooks.
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_utils_imports_from_any_folder(tmp_path):
+    # The editable install is what lets a notebook in course/NN_topic/ write `import utils`.
+    result = subprocess.run([sys.executable, "-c", "import utils; print(utils.__file__)"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()) == REPO / "utils" / "__init__.py"
+
+
+def test_second_make_installs_nothing():
+    if not (REPO / ".venv" / ".installed").exists():
+        pytest.skip("no .venv made by `make` here (run the suite with `make test`)")
+    result = subprocess.run(["make", "-q", ".venv/.installed"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, "`make` would set up again with requirements.txt and pyproject.toml unchanged"
