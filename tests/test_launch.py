@@ -110,7 +110,7 @@ def test_exit_code_of_a_rank_that_exits(tmp_path: Path) -> None:
         if dist.get_rank() == 0:
             sys.exit(3)
 
-    with pytest.raises(RankFailedError, match="rank 0 exited with code 3"):
+    with pytest.raises(RankFailedError, match="rank 0: exited with code 3"):
         launch(exits, 2, timeout=30)
 
 
@@ -153,7 +153,7 @@ def test_a_rank_killed_mid_collective_ends_the_launch_naming_it(tmp_path: Path) 
     assert time.monotonic() - start < 30, "a dead peer must not cost the whole timeout"
     assert info.value.ranks[0] == 1
     assert str(info.value).startswith("rank 1 failed")
-    assert "rank 1 was killed by SIGKILL" in str(info.value)
+    assert "rank 1: killed by SIGKILL" in str(info.value)
     _assert_all_gone(_read_pids(tmp_path))
 
 
@@ -307,3 +307,23 @@ def test_the_same_code_runs_under_torchrun(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "results [0, 10]" in done.stdout
+
+
+def test_a_rank_stuck_before_the_function_starts_is_reported_as_such() -> None:
+    from utils.launch import _rank_main, _where_blocked
+
+    torch_dir = os.path.dirname(torch.__file__)
+    # A faulthandler dump of a rank stuck while joining the group: the frames below _rank_main are the
+    # parent's, copied by the fork, and must not be blamed (they end in the user's `launch(...)` line).
+    dump = "\n".join([
+        "Current thread 0x01 (most recent call first):",
+        f'  File "{torch_dir}/distributed/distributed_c10d.py", line 2169 in _new_process_group_helper',
+        f'  File "{torch_dir}/distributed/distributed_c10d.py", line 1899 in init_process_group',
+        f'  File "{torch_dir}/distributed/c10d_logger.py", line 83 in wrapper',
+        f'  File "{_rank_main.__code__.co_filename}", line 236 in _rank_main',
+        f'  File "{torch_dir}/multiprocessing/spawn.py", line 87 in _wrap',
+        '  File "/home/student/notebook_cell.py", line 3 in <module>',
+    ])
+    assert _where_blocked(dump) == (
+        "blocked in torch.distributed.init_process_group, before the launched function started"
+    )

@@ -35,6 +35,7 @@ import pickle
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -114,12 +115,15 @@ def launch(
         return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)
     backend = _choose_backend(backend, world_size)
     run_dir = tempfile.mkdtemp(prefix="ddp-launch-")
-    # The parent owns the rendezvous store, so the port is free by construction and no two launches collide.
-    store = dist.TCPStore(_HOST, 0, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout))
+    # The parent owns the rendezvous port, so it is free by construction and no two launches collide. The
+    # store's server starts only after the fork: a child forked while its event loop runs shares that loop's
+    # sockets and epoll state, and under load the rendezvous then hangs now and then.
+    listener = socket.create_server((_HOST, 0), backlog=128)
     relay = _OutputRelay(run_dir, world_size)
     ranks: _Ranks | None = None
     try:
-        setup = _RankSetup(backend, world_size, store.port, os.getpid(), run_dir, timeout, threads)
+        port = listener.getsockname()[1]
+        setup = _RankSetup(backend, world_size, port, listener.fileno(), os.getpid(), run_dir, timeout, threads)
         with warnings.catch_warnings():
             # Python 3.12+ warns on every fork of a multi-threaded process (a Jupyter kernel always is);
             # the warning would land on the cell's stderr, which nbgrader scores as a failure.
@@ -129,6 +133,10 @@ def launch(
                 start_method="fork",
             )
         ranks = _Ranks(context, run_dir)
+        store = dist.TCPStore(  # noqa: F841 - serves the rendezvous for as long as it is referenced
+            _HOST, port, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout),
+            master_listen_fd=listener.detach(),
+        )
         _supervise(ranks, relay, deadline=time.monotonic() + timeout, timeout=timeout)
         return [_load_result(run_dir, rank) for rank in range(world_size)]
     finally:
@@ -137,6 +145,7 @@ def launch(
             ranks.remove_error_files()
         relay.pump(final=True)
         relay.close()
+        listener.close()
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -215,6 +224,7 @@ class _RankSetup:
     backend: str
     world_size: int
     port: int
+    listener_fd: int  # the parent's rendezvous socket, inherited through the fork: the rank closes its copy
     parent_pid: int
     run_dir: str
     timeout: float
@@ -223,6 +233,7 @@ class _RankSetup:
 
 def _rank_main(rank: int, setup: _RankSetup, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     """Body of one rank: isolate its output, join the group, run `fn`, and write the result to a file."""
+    os.close(setup.listener_fd)
     _redirect_output(rank, setup.run_dir)
     _exit_with_parent(setup.parent_pid)
     torch.set_num_threads(setup.threads)
@@ -371,7 +382,10 @@ def _failure_report(ranks: _Ranks) -> tuple[str, list[int]]:
     causes = [r for r in failed if not _is_consequence(ranks.traceback(r))] or failed
     # Of the causes, a rank killed by a signal comes first: it left no traceback to look at.
     causes.sort(key=lambda r: ranks.traceback(r) is not None)
-    parts = [_describe_failure(ranks, rank) for rank in causes]
+    descriptions: dict[str, list[int]] = {}  # identical failures (an unsolved exercise, say) are shown once
+    for rank in causes:
+        descriptions.setdefault(_describe_failure(ranks, rank), []).append(rank)
+    parts = [f"{_plural(same)}: {text}" for text, same in descriptions.items()]
     consequences = [r for r in failed if r not in causes]
     if consequences:
         parts.append("Then, because a peer was gone:\n" + "\n".join(
@@ -391,11 +405,11 @@ def _describe_failure(ranks: _Ranks, rank: int) -> str:
     code = ranks.processes[rank].exitcode
     trace = ranks.traceback(rank)
     if trace is not None:
-        return f"rank {rank} raised an exception:\n{_name_cells(_trim_traceback(trace))}"
+        return f"raised an exception:\n{_name_cells(_trim_traceback(trace))}"
     if code < 0:
-        return (f"rank {rank} was killed by {signal.Signals(-code).name} (out of memory, or killed from outside)"
+        return (f"killed by {signal.Signals(-code).name} (out of memory, or killed from outside)"
                 + _tail(ranks.stderr(rank)))
-    return f"rank {rank} exited with code {code}" + _tail(ranks.stderr(rank))
+    return f"exited with code {code}" + _tail(ranks.stderr(rank))
 
 
 def _trim_traceback(trace: str) -> str:
@@ -455,9 +469,14 @@ def _last_dump(stderr: str) -> str:
 def _where_blocked(dump: str) -> str:
     """Turn a faulthandler dump into "in torch.distributed.recv, at Cell In[3], line 5: dist.recv(t, 1)"."""
     frames = [_Frame(m["file"], int(m["line"]), m["name"]) for m in map(_FRAME.match, dump.splitlines()) if m]
+    if not frames:
+        return "no stack could be read (the rank did not answer the stack request)"
+    # Frames outside _rank_main are the parent's, copied by the fork: only the ones inside belong to the rank.
+    inside = next((i for i, frame in enumerate(frames) if frame.name == _rank_main.__name__), len(frames))
+    frames = frames[:inside]
     user = [i for i, frame in enumerate(frames) if not frame.is_library()]
     if not user:
-        return "no stack could be read (the rank did not answer the stack request)"
+        return f"blocked in {_library_call(frames)}, before the launched function started"
     caller = frames[user[0]]  # innermost frame of the user's code: the line that is waiting
     callee = _library_call(frames[: user[0]])
     where = f"at {_place(caller.file, caller.line)}: {linecache.getline(caller.file, caller.line).strip()}"
