@@ -327,3 +327,31 @@ def test_a_rank_stuck_before_the_function_starts_is_reported_as_such() -> None:
     assert _where_blocked(dump) == (
         "blocked in torch.distributed.init_process_group, before the launched function started"
     )
+
+
+def test_ranks_that_returned_are_not_blamed_for_a_hang() -> None:
+    def two_stuck_one_done() -> None:
+        if dist.get_rank() < 2:
+            dist.recv(torch.zeros(1), src=1 - dist.get_rank())
+
+    with pytest.raises(RankHangError) as info:
+        launch(two_stuck_one_done, 3, timeout=3)
+    assert set(info.value.blocked) == {0, 1}
+    assert str(info.value).startswith("ranks 0, 1 did not finish within 3 s")
+    assert "(rank 2 finished.)" in str(info.value)
+
+
+def test_ranks_that_do_not_communicate_all_return() -> None:
+    # Without a final barrier, a rank that returns at once can break its peers' connection set-up.
+    for _ in range(20):
+        assert launch(dist.get_rank, 4, timeout=30) == [0, 1, 2, 3]
+
+
+def test_a_rank_that_exits_cleanly_without_returning_is_a_failure() -> None:
+    def quits_early() -> int:
+        if dist.get_rank() == 1:
+            sys.exit(0)
+        return 1
+
+    with pytest.raises(RankFailedError, match="rank 1: ended without returning a result"):
+        launch(quits_early, 2, timeout=30)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,11 +23,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # autograder/ is not an installed package: import it from the checkout
-    sys.path.insert(0, str(ROOT))
+from autograder import pipeline
 
-from autograder import pipeline  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ASSIGNMENTS = pipeline.assignment_names(ROOT)
 SOLUTIONS = pipeline.course_dir(ROOT, "source")

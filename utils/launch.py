@@ -249,6 +249,9 @@ def _rank_main(rank: int, setup: _RankSetup, fn: Callable[..., Any], args: tuple
     )
     result = fn(*args, **kwargs)
     _save_result(result, rank, setup.run_dir)
+    # Wait for the others before leaving: a rank that exits while its peers are still connecting to it
+    # breaks their Gloo connections ("connectFullMesh failed ... Connection closed by peer").
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -289,10 +292,12 @@ class _ByValuePickler(pickle.Pickler):
 
 
 def _save_result(result: Any, rank: int, run_dir: str) -> None:
-    path = os.path.join(run_dir, f"rank{rank}.result")
+    """Write the result where the parent looks for it; the file appears whole (renamed into place) or not at all."""
+    path = _result_path(run_dir, rank)
     try:
-        with open(path, "wb") as f:
+        with open(path + ".partial", "wb") as f:
             _ByValuePickler(f, pickle.HIGHEST_PROTOCOL).dump(result)
+        os.replace(path + ".partial", path)
     except Exception as error:
         raise TypeError(
             f"rank {rank} returned a value of type {type(result).__name__} that cannot be sent back to the "
@@ -307,8 +312,12 @@ def _log_path(run_dir: str, rank: int, stream: str) -> str:
     return os.path.join(run_dir, f"rank{rank}.{stream}")
 
 
+def _result_path(run_dir: str, rank: int) -> str:
+    return os.path.join(run_dir, f"rank{rank}.result")
+
+
 def _load_result(run_dir: str, rank: int) -> Any:
-    with open(os.path.join(run_dir, f"rank{rank}.result"), "rb") as f:
+    with open(_result_path(run_dir, rank), "rb") as f:
         return pickle.load(f)
 
 
@@ -324,9 +333,14 @@ class _Ranks:
     def alive(self) -> list[int]:
         return [rank for rank, p in enumerate(self.processes) if p.exitcode is None]
 
+    def returned(self, rank: int) -> bool:
+        """Whether the rank's function has returned (the rank may still be waiting for its peers to finish)."""
+        return os.path.exists(_result_path(self.run_dir, rank))
+
     def failed(self) -> list[int]:
-        """Ranks that ended badly on their own (not killed by us)."""
-        return [r for r, p in enumerate(self.processes) if p.exitcode not in (None, 0) and r not in self.stopped]
+        """Ranks that ended on their own (not killed by us) without a result: an error, a signal, sys.exit()."""
+        return [r for r, p in enumerate(self.processes)
+                if p.exitcode is not None and (p.exitcode != 0 or not self.returned(r)) and r not in self.stopped]
 
     def wait(self, seconds: float) -> None:
         """Block until some rank ends or `seconds` pass."""
@@ -372,7 +386,8 @@ def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: flo
                 ranks.wait(_POLL_S)
             ranks.kill_all()
             raise RankFailedError(*_failure_report(ranks))
-        if time.monotonic() > deadline:
+        # Past the deadline, ranks whose function returned are only waiting to leave: not hung.
+        if time.monotonic() > deadline and not all(ranks.returned(rank) for rank in ranks.alive()):
             raise RankHangError(*_hang_report(ranks, timeout))
 
 
@@ -409,6 +424,8 @@ def _describe_failure(ranks: _Ranks, rank: int) -> str:
     if code < 0:
         return (f"killed by {signal.Signals(-code).name} (out of memory, or killed from outside)"
                 + _tail(ranks.stderr(rank)))
+    if code == 0:
+        return "ended without returning a result (it called sys.exit(), or was interrupted)"
     return f"exited with code {code}" + _tail(ranks.stderr(rank))
 
 
@@ -421,7 +438,7 @@ def _trim_traceback(trace: str) -> str:
 
 def _hang_report(ranks: _Ranks, timeout: float) -> tuple[str, dict[int, str]]:
     """Ask every unfinished rank for its stack (SIGUSR1 -> faulthandler), then kill them all and explain."""
-    hung = ranks.alive()
+    hung = [rank for rank in ranks.alive() if not ranks.returned(rank)]
     for rank in hung:
         os.kill(ranks.processes[rank].pid, signal.SIGUSR1)
     stacks = _collect_stacks(ranks, hung)
