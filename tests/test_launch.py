@@ -1,5 +1,6 @@
 """The launcher's contract: results in rank order, failures and hangs explained, nothing left running."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -355,3 +356,23 @@ def test_a_rank_that_exits_cleanly_without_returning_is_a_failure() -> None:
 
     with pytest.raises(RankFailedError, match="rank 1: ended without returning a result"):
         launch(quits_early, 2, timeout=30)
+
+
+def _collect_garbage() -> int:
+    gc.collect()
+    return dist.get_rank()
+
+
+def test_ranks_never_collect_the_parents_garbage() -> None:
+    # A store whose server thread runs in this process, left in a reference cycle: garbage that only the
+    # collector frees. A rank that collected its copy would join a thread that does not exist in the
+    # child and abort ("terminate called after throwing an instance of 'std::system_error'").
+    gc.disable()
+    try:
+        holder: dict = {"store": dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)}
+        holder["self"] = holder
+        del holder
+        assert launch(_collect_garbage, 2, timeout=30) == [0, 1]
+    finally:
+        gc.enable()
+        gc.collect()

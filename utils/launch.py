@@ -29,6 +29,7 @@ does), which also carries each rank's traceback back to us through an error file
 from __future__ import annotations
 
 import faulthandler
+import gc
 import linecache
 import os
 import pickle
@@ -121,19 +122,13 @@ def launch(
     listener = socket.create_server((_HOST, 0), backlog=128)
     relay = _OutputRelay(run_dir, world_size)
     ranks: _Ranks | None = None
+    store: dist.TCPStore | None = None
     try:
         port = listener.getsockname()[1]
         setup = _RankSetup(backend, world_size, port, listener.fileno(), os.getpid(), run_dir, timeout, threads)
-        with warnings.catch_warnings():
-            # Python 3.12+ warns on every fork of a multi-threaded process (a Jupyter kernel always is);
-            # the warning would land on the cell's stderr, which nbgrader scores as a failure.
-            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
-            context = torch_mp.start_processes(
-                _rank_main, args=(setup, fn, args, kwargs), nprocs=world_size, join=False, daemon=True,
-                start_method="fork",
-            )
+        context = _fork_ranks(world_size, _rank_main, (setup, fn, args, kwargs))
         ranks = _Ranks(context, run_dir)
-        store = dist.TCPStore(  # noqa: F841 - serves the rendezvous for as long as it is referenced
+        store = dist.TCPStore(  # serves the rendezvous for as long as it is referenced
             _HOST, port, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout),
             master_listen_fd=listener.detach(),
         )
@@ -146,7 +141,27 @@ def launch(
         relay.pump(final=True)
         relay.close()
         listener.close()
+        # An exception's traceback keeps this frame alive: drop the store now, or its server lives on.
+        store = None  # noqa: F841
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _fork_ranks(world_size: int, main: Callable[..., None], args: tuple) -> torch_mp.ProcessContext:
+    """Fork `world_size` processes running main(rank, *args), through torch's start_processes."""
+    # The ranks must never garbage-collect objects they inherited: a C++ object of the parent's (an old
+    # store, a process group) would run its destructor in the child, join a thread that does not exist
+    # there, and abort the rank. Frozen objects are invisible to the collector, in the children too.
+    gc.freeze()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns on every fork of a multi-threaded process (a Jupyter kernel always is);
+            # the warning would land on the cell's stderr, which nbgrader scores as a failure.
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+            return torch_mp.start_processes(
+                main, args=args, nprocs=world_size, join=False, daemon=True, start_method="fork"
+            )
+    finally:
+        gc.unfreeze()  # the parent's own objects stay collectable
 
 
 def _launch_under_torchrun(
