@@ -1,0 +1,247 @@
+"""All-reduce benchmark, nccl-tests style: the built-in dist.all_reduce against the reference implementations.
+
+    python -m autograder.bench                  # N = 2, 3, 4; 4 KB .. 64 MB; 2-4 minutes on 2 cores
+    python -m autograder.bench --quick          # smoke run: N = 2, 3; three small sizes; seconds
+    python -m autograder.bench --sizes 4M 64M --world-sizes 2 4 --impls builtin ring --out results/
+
+Every rank is a local process (Gloo on CPU), started by utils.launch, one launch per world size. The same
+script runs under torchrun, at torchrun's world size, on one node or several; only rank 0 writes files:
+
+    torchrun --standalone --nproc-per-node=4 -m autograder.bench
+    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=0 --rdzv-endpoint=HOST:PORT -m autograder.bench  # node 0
+    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=1 --rdzv-endpoint=HOST:PORT -m autograder.bench  # node 1
+
+Output (in --out, default bench-results/): allreduce.csv and allreduce.png (busbw against size, one line per
+implementation, one panel per world size). The CSV's columns, one row per implementation, N and size:
+
+    impl         builtin (dist.all_reduce), ring, tree or naive (autograder.reference)
+    N            world size
+    size_bytes   tensor size in bytes (float32)
+    count        tensor size in elements
+    time_us      median over repetitions of the slowest rank's time for one all-reduce, in microseconds
+    algbw_GBps   size_bytes / time, in GB/s (1e9 bytes per second)
+    busbw_GBps   algbw * 2(N-1)/N: what each link carries, comparable with 1/beta (the nccl-tests convention)
+    ratio        busbw / busbw of builtin at the same N and size
+
+How it measures: for each size and repetition, every implementation runs in turn on the same ranks (interleaved,
+starting with a different one each repetition), each call right after a barrier, so a burst of load from elsewhere
+hits all of them alike. The first repetition is a warm-up and is dropped; repeats adapt to the size (9 at 64 MB,
+40 at 4 MB and below). With 4 ranks on 2 cores the ranks are oversubscribed: absolute numbers wobble, which is why
+the ratio, from one run, is what counts; on a machine that other jobs load, expect the ratio to wobble as well.
+
+The performance target of lab 02's reference ring, printed at the end: reference ring / built-in busbw, median
+over sizes >= 4 MB, at least 0.9 for every N. Never benchmark with TORCH_DISTRIBUTED_DEBUG=DETAIL (it adds a
+barrier to every collective).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
+from utils.launch import launch
+
+COLUMNS = ["impl", "N", "size_bytes", "count", "time_us", "algbw_GBps", "busbw_GBps", "ratio"]
+IMPLS: dict[str, Callable[[torch.Tensor], object]] = {
+    "builtin": dist.all_reduce,
+    "ring": ring_all_reduce,
+    "tree": tree_all_reduce,
+    "naive": naive_all_reduce,
+}
+DEFAULT_SIZES = [4 << (2 * i) << 10 for i in range(8)]  # 4 KB, 16 KB, ..., 64 MB: powers of 4
+QUICK_SIZES = [4 << 10, 64 << 10, 1 << 20]
+TARGET_MIN_BYTES = 4 << 20  # the target is judged on sizes of 4 MB and above
+TARGET_RATIO = 0.9
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def repeats(size: int, quick: bool = False) -> int:
+    """Timed repetitions for a tensor of `size` bytes: many for small ones (noisy, cheap), fewer for big ones."""
+    if quick:
+        return 3
+    return max(9, min(40, (256 << 20) // size))  # 64 MB: 9, 16 MB: 16, 4 MB and below: 40
+
+
+def parse_size(text: str) -> int:
+    """'4K' -> 4096, '64M' -> 67108864, '1000' -> 1000 (bytes; a multiple of 4, the size of a float32)."""
+    text = text.strip().upper().removesuffix("B")
+    size = int(text[:-1]) * _UNITS[text[-1]] if text and text[-1] in _UNITS else int(text)
+    if size <= 0 or size % 4:
+        raise argparse.ArgumentTypeError(f"size must be a positive multiple of 4 bytes, got {text!r}")
+    return size
+
+
+def human(size: int) -> str:
+    for unit in ("G", "M", "K"):
+        if size >= _UNITS[unit] and size % _UNITS[unit] == 0:
+            return f"{size // _UNITS[unit]} {unit}B"
+    return f"{size} B"
+
+
+# ------------------------------------------------------------------------------------------ on every rank
+
+
+def measure(sizes: list[int], impls: list[str], quick: bool, started: float) -> dict[str, dict[int, list[float]]]:
+    """On every rank: {impl: {size: [seconds per repetition]}}, warm-up excluded. Rank 0 prints progress."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    times: dict[str, dict[int, list[float]]] = {name: {} for name in impls}
+    for index, size in enumerate(sizes):
+        if rank == 0:
+            print(f"N={world}  size {human(size):>6} ({index + 1}/{len(sizes)})  "
+                  f"elapsed {time.time() - started:5.0f} s", flush=True)
+        tensor = torch.empty(size // 4, dtype=torch.float32)
+        for name in impls:
+            times[name][size] = []
+        for repetition in range(repeats(size, quick) + 1):  # repetition 0 is the warm-up
+            # Interleaved: every implementation once per repetition, starting one further each time, so
+            # that none is always the one right after another's (or the warm-up's) traffic.
+            for name in impls[repetition % len(impls):] + impls[: repetition % len(impls)]:
+                tensor.fill_(1.0)  # same data every call (repeated sums would overflow to inf)
+                dist.barrier()
+                start = time.perf_counter()
+                IMPLS[name](tensor)
+                elapsed = time.perf_counter() - start
+                if repetition:
+                    times[name][size].append(elapsed)
+        del tensor
+    return times
+
+
+# --------------------------------------------------------------------------------------------- the table
+
+
+def rows_for(world: int, per_rank: list[dict[str, dict[int, list[float]]]]) -> list[dict]:
+    """One row per (impl, size): a repetition takes as long as its slowest rank; report the median repetition."""
+    rows = []
+    for name, by_size in per_rank[0].items():
+        for size, first in by_size.items():
+            slowest = [max(rank_times[name][size][i] for rank_times in per_rank) for i in range(len(first))]
+            seconds = statistics.median(slowest)
+            algbw = size / seconds / 1e9
+            rows.append({"impl": name, "N": world, "size_bytes": size, "count": size // 4,
+                         "time_us": seconds * 1e6, "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (world - 1) / world})
+    baseline = {(r["N"], r["size_bytes"]): r["busbw_GBps"] for r in rows if r["impl"] == "builtin"}
+    for row in rows:
+        reference = baseline.get((row["N"], row["size_bytes"]))
+        row["ratio"] = row["busbw_GBps"] / reference if reference else float("nan")
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    header = (f"{'impl':>8} {'N':>2} {'size (B)':>10} {'count':>9} {'time (us)':>11} "
+              f"{'algbw':>7} {'busbw':>7} {'ratio':>6}")
+    lines = [header, f"{'':>45}{'(GB/s)':>8}{'(GB/s)':>8}"]
+    for r in sorted(rows, key=lambda r: (r["N"], r["size_bytes"], list(IMPLS).index(r["impl"]))):
+        lines.append(f"{r['impl']:>8} {r['N']:>2} {r['size_bytes']:>10} {r['count']:>9} {r['time_us']:>11.1f} "
+                     f"{r['algbw_GBps']:>7.3f} {r['busbw_GBps']:>7.3f} {r['ratio']:>6.2f}")
+    return "\n".join(lines)
+
+
+def verdict(rows: list[dict]) -> str:
+    """The performance target: reference ring / built-in busbw, median over sizes >= 4 MB, per N, >= 0.9."""
+    ratios: dict[int, list[float]] = {}
+    for r in rows:
+        if r["impl"] == "ring" and r["size_bytes"] >= TARGET_MIN_BYTES and r["ratio"] == r["ratio"]:
+            ratios.setdefault(r["N"], []).append(r["ratio"])
+    if not ratios:
+        return ("reference ring / built-in busbw: no sizes >= 4 MB with both measured, target not judged "
+                "(run without --quick, with ring and builtin in --impls)")
+    per_n = {n: statistics.median(values) for n, values in sorted(ratios.items())}
+    passed = all(value >= TARGET_RATIO for value in per_n.values())
+    listed = ", ".join(f"N={n}: {value:.2f}" for n, value in per_n.items())
+    return (f"reference ring / built-in busbw, median over sizes >= 4 MB, per N: {listed}, target >= {TARGET_RATIO}: "
+            + ("met" if passed else "NOT met"))
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    worlds = sorted({r["N"] for r in rows})
+    fig, axes = plt.subplots(1, len(worlds), figsize=(4.5 * len(worlds), 3.8), sharey=True, squeeze=False)
+    for ax, world in zip(axes[0], worlds, strict=True):
+        for name in IMPLS:
+            mine = sorted((r["size_bytes"], r["busbw_GBps"]) for r in rows if r["N"] == world and r["impl"] == name)
+            if mine:
+                ax.plot(*zip(*mine, strict=True), marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"N = {world}")
+        ax.set_xlabel("size (bytes)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("busbw (GB/s)")
+    axes[0][-1].legend()
+    fig.suptitle("all-reduce bus bandwidth (Gloo, float32, median)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------- driver
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: N = 2, 3, sizes 4K 64K 1M, 3 repeats")
+    parser.add_argument("--sizes", nargs="+", type=parse_size, metavar="SIZE", help="bytes, e.g. 4K 1M 64M")
+    parser.add_argument("--world-sizes", nargs="+", type=int, metavar="N", help="default 2 3 4 (--quick: 2 3)")
+    parser.add_argument("--impls", nargs="+", choices=list(IMPLS), default=list(IMPLS), metavar="IMPL",
+                        help=f"any of {', '.join(IMPLS)} (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"),
+                        help="output folder (default bench-results/)")
+    args = parser.parse_args(argv)
+    sizes = sorted(set(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)))
+    impls = [name for name in IMPLS if name in args.impls]  # builtin first, whatever the order given
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        print("warning: TORCH_DISTRIBUTED_DEBUG=DETAIL adds a barrier per collective; timings are meaningless",
+              file=sys.stderr)
+    under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
+    if under_torchrun:
+        worlds = [int(os.environ["WORLD_SIZE"])]
+        if args.world_sizes not in (None, worlds):
+            parser.error(f"under torchrun the world size is torchrun's ({worlds[0]}); drop --world-sizes")
+        writer = int(os.environ["RANK"]) == 0
+    else:
+        worlds = args.world_sizes or ([2, 3] if args.quick else [2, 3, 4])
+        writer = True
+    if any(n < 1 for n in worlds):
+        parser.error("world sizes must be at least 1")
+
+    started = time.time()
+    rows: list[dict] = []
+    for world in worlds:
+        # Generous bound: a run of 64 MB at N = 4 takes about a minute; a hang still ends, with a report.
+        per_rank = launch(measure, world, sizes, impls, args.quick, started, timeout=1800.0)
+        rows += rows_for(world, per_rank)
+    if not writer:
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, args.out / "allreduce.csv")
+    plot(rows, args.out / "allreduce.png")
+    print(format_table(rows))
+    print(f"wrote {args.out / 'allreduce.csv'} and {args.out / 'allreduce.png'} in {time.time() - started:.0f} s")
+    print(verdict(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Reference all-reduce implementations for the instructor: a pipelined ring, a binomial tree, a naive one.
+
+    import torch.distributed as dist
+    from autograder.reference import ring_all_reduce
+
+    def body():                      # on every rank, e.g. through utils.launch.launch
+        t = torch.full((10,), float(dist.get_rank()))
+        ring_all_reduce(t)           # in place: every rank now holds 0 + 1 + ... + (N-1)
+        return t
+
+They live in autograder/ because they are lab 02's solutions: nothing here ships to students. All three
+sum `tensor` in place over the default group using only dist.isend / dist.irecv, so utils.ledger counts
+their traffic. `python -m autograder.bench` measures them against the built-in dist.all_reduce.
+
+The ring is the one to beat Gloo with. Its chunks are torch.tensor_split(tensor, N); step t of 2(N-1) sends
+chunk (r - t) mod N to the right and receives chunk (r - t - 1) mod N from the left: steps 0..N-2 add what
+arrives (reduce-scatter), steps N-1..2N-3 keep it (all-gather). Like Gloo's own ring, every chunk travels
+in segments of about 1 MiB, and a segment goes on to the right as soon as it has arrived and been reduced,
+so sending one segment overlaps receiving and reducing the next, across step boundaries too. Reduce-scatter
+segments land in two preallocated buffers (double buffering) and are added in place; all-gather segments
+land directly where they belong, and those receives are all posted at the start (Gloo ships a message only
+once its receive is posted). Segments add messages, never bytes: each rank still sends exactly 2(N-1) chunks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["SEGMENT_BYTES", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
+
+SEGMENT_BYTES = 1 << 20  # Gloo's own ring uses 1 MiB segments too
+_REDUCE, _GATHER = 0, 1  # message tags of the two phases
+_IN_FLIGHT = 2  # receives posted ahead (double buffering): one lands while the previous one is reduced
+
+_buffers: dict[tuple[torch.dtype, torch.device, int, int], list[torch.Tensor]] = {}  # receive buffers, reused
+
+
+def _receive_buffers(dtype: torch.dtype, device: torch.device, numel: int) -> list[torch.Tensor]:
+    """_IN_FLIGHT preallocated buffers of at least `numel` elements: no allocation per call."""
+    key = (dtype, device, numel, _IN_FLIGHT)
+    if key not in _buffers:
+        if len(_buffers) >= 4:  # a benchmark sweeping sizes must not hoard memory
+            _buffers.clear()
+        _buffers[key] = [torch.empty(numel, dtype=dtype, device=device) for _ in range(_IN_FLIGHT)]
+    return _buffers[key]
+
+
+def _flat_view(tensor: torch.Tensor) -> torch.Tensor:
+    if not tensor.is_contiguous():
+        raise ValueError("the reference all-reduces need a contiguous tensor")
+    return tensor.view(-1)
+
+
+def ring_all_reduce(tensor: torch.Tensor) -> None:
+    """Sum `tensor` over all ranks, in place, with a pipelined ring (reduce-scatter, then all-gather).
+
+    Every rank calls it with a contiguous tensor of the same shape and dtype; any length, also shorter than
+    the world size. Per rank it sends 2(N-1) chunks of about numel/N elements in segments of SEGMENT_BYTES.
+    Example, N = 3: tensor = [r, r] on rank r -> [3, 3] on every rank.
+    """
+    world, rank = dist.get_world_size(), dist.get_rank()
+    if world == 1:
+        return
+    flat = _flat_view(tensor)
+    chunks = torch.tensor_split(flat, world)  # views: N chunks whose lengths differ by at most one
+    seg = max(1, SEGMENT_BYTES // flat.element_size())  # elements per segment
+    segments = [chunk.split(seg) if chunk.numel() else () for chunk in chunks]  # views again, per chunk
+    right, left = (rank + 1) % world, (rank - 1) % world
+    steps = 2 * (world - 1)
+    # Receives in the order they arrive, as (step, segment); the left neighbour sends the same chunk index.
+    # The two phases use two tags, so the all-gather's receives can be posted long before their turn.
+    arrivals = [(t, k) for t in range(steps) for k in range(len(segments[(rank - t - 1) % world]))]
+    reduces = sum(1 for t, _ in arrivals if t < world - 1)
+    if reduces:
+        buffers = _receive_buffers(flat.dtype, flat.device, min(seg, max(c.numel() for c in chunks)))
+
+    def post_receive(i: int) -> dist.Work:
+        t, k = arrivals[i]
+        target = segments[(rank - t - 1) % world][k]
+        if t < world - 1:  # reduce-scatter: land in a buffer, add afterwards
+            return dist.irecv(buffers[i % _IN_FLIGHT][: target.numel()], src=left, tag=_REDUCE)
+        # All-gather: land in place. We may still be sending this region's partial sum (step t + 1 - N), but
+        # its final value cannot arrive before that partial sum has reached the right neighbour.
+        return dist.irecv(target, src=left, tag=_GATHER)
+
+    # Receives first: Gloo ships a message only once the receiver has posted its receive.
+    receives = {i: post_receive(i) for i in range(min(_IN_FLIGHT, reduces))}  # the reduce-scatter's window
+    sends = [dist.isend(piece, dst=right, tag=_REDUCE) for piece in segments[rank]]  # step 0: our own chunk
+    receives |= {i: post_receive(i) for i in range(reduces, len(arrivals))}  # every all-gather receive, now
+    for i, (t, k) in enumerate(arrivals):
+        receives.pop(i).wait()
+        target = segments[(rank - t - 1) % world][k]
+        if t < world - 1:
+            target.add_(buffers[i % _IN_FLIGHT][: target.numel()])  # reduce in place, no temporary
+            if i + _IN_FLIGHT < reduces:  # this buffer is free again: post the receive after next
+                receives[i + _IN_FLIGHT] = post_receive(i + _IN_FLIGHT)
+        if t + 1 < steps:  # what just arrived is what step t + 1 sends on, segment by segment
+            sends.append(dist.isend(target, dst=right, tag=_REDUCE if t + 1 < world - 1 else _GATHER))
+    for request in sends:
+        request.wait()
+
+
+def tree_all_reduce(tensor: torch.Tensor) -> None:
+    """Sum `tensor` over all ranks, in place: binomial-tree reduce to rank 0, then binomial broadcast.
+
+    2 ceil(log2 N) rounds of whole-tensor messages: few messages (good for small tensors), but each rank
+    moves up to 2 ceil(log2 N) M bytes (bad for large ones). Example, N = 5: [r] on rank r -> [10] everywhere.
+    """
+    world, rank = dist.get_world_size(), dist.get_rank()
+    if world == 1:
+        return
+    flat = _flat_view(tensor)
+    if flat.numel() == 0:
+        return
+    inbox = _receive_buffers(flat.dtype, flat.device, flat.numel())[0]
+    mask = 1
+    while mask < world:  # reduce: at round `mask`, ranks with that bit set hand their partial sum down
+        if rank & mask:
+            dist.isend(flat, dst=rank - mask).wait()
+            break
+        if rank + mask < world:
+            dist.irecv(inbox, src=rank + mask).wait()
+            flat.add_(inbox)
+        mask <<= 1
+    # Broadcast back down the same tree, largest subtrees first; `mask` is where this rank left the reduce.
+    if rank:
+        dist.irecv(flat, src=rank - mask).wait()
+    mask >>= 1
+    while mask:
+        if rank + mask < world:
+            dist.isend(flat, dst=rank + mask).wait()
+        mask >>= 1
+
+
+def naive_all_reduce(tensor: torch.Tensor) -> None:
+    """Sum `tensor` over all ranks, in place: everyone sends everything to rank 0, which sends the sum back.
+
+    Rank 0 receives and sends (N-1) M bytes: its link is the bottleneck. The baseline the ring improves on.
+    """
+    world, rank = dist.get_world_size(), dist.get_rank()
+    if world == 1:
+        return
+    flat = _flat_view(tensor)
+    if flat.numel() == 0:
+        return
+    if rank:
+        dist.isend(flat, dst=0).wait()
+        dist.irecv(flat, src=0).wait()
+        return
+    inbox = _receive_buffers(flat.dtype, flat.device, flat.numel())[0]
+    for peer in range(1, world):
+        dist.irecv(inbox, src=peer).wait()
+        flat.add_(inbox)
+    for request in [dist.isend(flat, dst=peer) for peer in range(1, world)]:
+        request.wait()

@@ -1,0 +1,127 @@
+"""The reference all-reduces of autograder/reference.py and the benchmark of autograder/bench.py.
+
+- ring, tree and naive equal dist.all_reduce for N = 1..5, float32/float64/int64, lengths shorter than N and not
+  divisible by N, with the default 1 MiB segments and with tiny ones (many segments per chunk), using only
+  point-to-point messages;
+- the ring's traffic per rank is exactly a ring's: 2(N-1) chunks sent to the right, 2(N-1) received from the left
+  (segments add messages, never bytes);
+- `python -m autograder.bench --quick` writes a CSV with the documented columns and a PNG, and its rows add up.
+
+No timing assertions: the performance target is the benchmark's verdict, read by a person. About 30 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import autograder.reference as reference
+from autograder.bench import COLUMNS, parse_size, verdict
+from utils.launch import launch
+from utils.ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPLS = {"ring": reference.ring_all_reduce, "tree": reference.tree_all_reduce, "naive": reference.naive_all_reduce}
+DTYPES = (torch.float32, torch.float64, torch.int64)
+LENGTHS = (1, 2, 3, 7, 37, 1000)  # shorter than N, not divisible by N, several segments with tiny segments
+
+
+def _data(length: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    if dtype == torch.int64:
+        return torch.randint(-1000, 1000, (length,), generator=generator)
+    return torch.randn(length, generator=generator, dtype=torch.float64).to(dtype)
+
+
+def _compare_with_builtin(segment_bytes: int) -> list[str]:
+    """On every rank: each reference implementation against dist.all_reduce; returns what differed."""
+    reference.SEGMENT_BYTES = segment_bytes  # this rank is a forked copy: the parent's module is untouched
+    rank, problems = dist.get_rank(), []
+    for dtype in DTYPES:
+        for length in LENGTHS:
+            data = _data(length, dtype, seed=1000 * rank + length)
+            expected = data.clone()
+            dist.all_reduce(expected)
+            for name, impl in IMPLS.items():
+                result = data.clone().view(1, -1)  # any contiguous shape
+                with Ledger(forbid_collectives=True):  # point-to-point messages only
+                    impl(result)
+                # Floats: the summation order differs from Gloo's, so equal up to float32 rounding of N terms.
+                if result.dtype != dtype or not torch.allclose(result.view(-1), expected, rtol=1e-5, atol=1e-5):
+                    problems.append(f"{name} {dtype} length {length}")
+    return problems
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
+def test_reference_all_reduces_equal_the_builtin(world: int) -> None:
+    results = launch(_compare_with_builtin, world, reference.SEGMENT_BYTES, timeout=60)
+    assert results == [[]] * world
+    if world == 3:  # tiny segments: 16 bytes, so chunks of 1000 / 3 elements travel in many pieces
+        assert launch(_compare_with_builtin, world, 16, timeout=60) == [[]] * world
+
+
+def _ring_traffic(length: int, segment_bytes: int) -> list:
+    reference.SEGMENT_BYTES = segment_bytes
+    tensor = torch.ones(length, dtype=torch.float64)
+    with Ledger() as ledger:
+        reference.ring_all_reduce(tensor)
+    assert torch.equal(tensor, torch.full_like(tensor, dist.get_world_size()))
+    return ledger.messages
+
+
+@pytest.mark.parametrize("world", [2, 3, 5])
+@pytest.mark.parametrize(("length", "segment_bytes"), [(1003, 1 << 20), (1003, 64), (3, 64)])
+def test_ring_traffic_is_exactly_two_n_minus_one_chunks_per_rank(world: int, length: int, segment_bytes: int) -> None:
+    sizes = [len(chunk) for chunk in torch.tensor_split(torch.empty(length), world)]
+    for rank, messages in enumerate(launch(_ring_traffic, world, length, segment_bytes, timeout=60)):
+        sent = [m for m in messages if m.kind == "send"]
+        received = [m for m in messages if m.kind == "recv"]
+        assert {m.peer for m in sent} <= {(rank + 1) % world} and {m.peer for m in received} <= {(rank - 1) % world}
+        # Step t sends chunk (r - t) mod N and receives chunk (r - t - 1) mod N, for t = 0 .. 2N - 3.
+        steps = range(2 * (world - 1))
+        assert sum(m.nbytes for m in sent) == 8 * sum(sizes[(rank - t) % world] for t in steps)
+        assert sum(m.nbytes for m in received) == 8 * sum(sizes[(rank - t - 1) % world] for t in steps)
+        if segment_bytes == 1 << 20:  # chunks below a segment: one message per non-empty chunk and step
+            assert len(sent) == len(received) == 2 * (world - 1)
+        assert all(0 < m.nbytes <= max(segment_bytes, 8) for m in sent + received)
+
+
+def test_quick_benchmark_writes_a_consistent_csv_and_a_png(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "autograder.bench", "--quick", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert "N=3" in run.stdout and "reference ring / built-in busbw" in run.stdout  # progress and verdict
+    with open(tmp_path / "allreduce.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == COLUMNS
+        rows = list(reader)
+    assert {(r["impl"], r["N"]) for r in rows} == {(i, n) for i in ("builtin", "ring", "tree", "naive") for n in "23"}
+    assert len(rows) == 4 * 2 * 3  # impls x world sizes x quick sizes
+    builtin = {(r["N"], r["size_bytes"]): float(r["busbw_GBps"]) for r in rows if r["impl"] == "builtin"}
+    for r in rows:
+        n, size, time_us = int(r["N"]), int(r["size_bytes"]), float(r["time_us"])
+        algbw, busbw = float(r["algbw_GBps"]), float(r["busbw_GBps"])
+        assert int(r["count"]) * 4 == size and time_us > 0
+        assert math.isclose(algbw, size / (time_us * 1e-6) / 1e9, rel_tol=1e-4)
+        assert math.isclose(busbw, algbw * 2 * (n - 1) / n, rel_tol=1e-4)
+        assert math.isclose(float(r["ratio"]), busbw / builtin[r["N"], r["size_bytes"]], rel_tol=1e-4)
+        if r["impl"] == "builtin":
+            assert float(r["ratio"]) == 1.0
+    assert (tmp_path / "allreduce.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_size_parsing_and_verdict_without_large_sizes() -> None:
+    assert [parse_size(s) for s in ("4K", "64M", "1000", "2MB")] == [4096, 64 << 20, 1000, 2 << 20]
+    rows = [{"impl": "ring", "N": 2, "size_bytes": 4 << 20, "ratio": 0.95},
+            {"impl": "ring", "N": 2, "size_bytes": 64 << 20, "ratio": 0.85},
+            {"impl": "ring", "N": 2, "size_bytes": 16 << 20, "ratio": 0.92},
+            {"impl": "ring", "N": 2, "size_bytes": 1 << 20, "ratio": 0.10}]  # below 4 MB: not judged
+    assert "N=2: 0.92" in verdict(rows) and verdict(rows).endswith(">= 0.9: met")
+    assert "not judged" in verdict(rows[3:])
