@@ -113,6 +113,7 @@ def launch(
     """
     _check_arguments(fn, world_size, timeout, threads)
     if "TORCHELASTIC_RUN_ID" in os.environ:
+        torch.set_num_threads(threads)
         return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)
     backend = _choose_backend(backend, world_size)
     run_dir = tempfile.mkdtemp(prefix="ddp-launch-")
@@ -167,7 +168,11 @@ def _fork_ranks(world_size: int, main: Callable[..., None], args: tuple) -> torc
 def _launch_under_torchrun(
     fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, backend: str, timeout: float
 ) -> list[Any]:
-    """torchrun already started one process per rank: join its group, run `fn` here, gather the results."""
+    """torchrun already started one process per rank: join its group, run `fn` here, gather the results.
+
+    torchrun watches its own processes, so there is no watchdog here: a hang ends with the process group's
+    timeout (`timeout` plus a margin) as an error on the ranks, not with the launcher's deadlock report.
+    """
     if world_size != int(os.environ["WORLD_SIZE"]):
         raise ValueError(f"launch asked for {world_size} ranks, but torchrun started {os.environ['WORLD_SIZE']}")
     if not dist.is_initialized():
