@@ -13,7 +13,7 @@ INSTRUCTOR_SERVER_EXTS := nbgrader.server_extensions.formgrader nbgrader.server_
 STUDENT_LAB_PLUGINS    := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:validate-assignment @jupyter/nbgrader:menu
 INSTRUCTOR_LAB_PLUGINS := @jupyter/nbgrader:formgrader @jupyter/nbgrader:course-list @jupyter/nbgrader:create-assignment
 
-.PHONY: help lab test lint release autograde feedback clean
+.PHONY: help lab test lint release autograde grade feedback bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -56,8 +56,14 @@ release: $(STAMP)  ## regenerate course/ from solutions/
 autograde: $(STAMP)  ## grade every submission in submitted/, print the score table, write grades.csv
 	$(BIN)/python -m autograder autograde
 
+grade: $(STAMP)  ## grade a class in parallel: make grade [SUBMISSIONS=submitted] [GRADE_ARGS="--workers 4 --out graded"]
+	$(BIN)/python -m autograder grade $(or $(SUBMISSIONS),submitted) $(GRADE_ARGS)
+
 feedback: $(STAMP)  ## write HTML feedback for every autograded submission into feedback/
 	$(BIN)/python -m autograder feedback
 
+bench: $(STAMP)  ## all-reduce benchmark: built-in vs reference ring/tree/naive, N = 2-4 (about 3 min; BENCH_ARGS=--quick)
+	$(BIN)/python -m autograder.bench $(BENCH_ARGS)
+
 clean:  ## remove the environment and nbgrader's working state
-	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv
+	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv graded bench-results
