@@ -62,7 +62,7 @@ grade: $(STAMP)  ## grade a class in parallel: make grade [SUBMISSIONS=submitted
 feedback: $(STAMP)  ## write HTML feedback for every autograded submission into feedback/
 	$(BIN)/python -m autograder feedback
 
-bench: $(STAMP)  ## all-reduce benchmark: built-in vs reference ring/tree/naive, N = 2-4 (about 3 min; BENCH_ARGS=--quick)
+bench: $(STAMP)  ## all-reduce benchmark: built-in vs reference ring/tree/naive, N = 2-4 (about 2 min; BENCH_ARGS=--quick)
 	$(BIN)/python -m autograder.bench $(BENCH_ARGS)
 
 clean:  ## remove the environment and nbgrader's working state

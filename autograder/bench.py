@@ -1,6 +1,6 @@
 """All-reduce benchmark, nccl-tests style: the built-in dist.all_reduce against the reference implementations.
 
-    python -m autograder.bench                  # N = 2, 3, 4; 4 KB .. 64 MB; 2-4 minutes on 2 cores
+    python -m autograder.bench                  # N = 2, 3, 4; 4 KB .. 64 MB; about 2 minutes on 2 cores
     python -m autograder.bench --quick          # smoke run: N = 2, 3; three small sizes; seconds
     python -m autograder.bench --sizes 4M 64M --world-sizes 2 4 --impls builtin ring --out results/
 
@@ -21,13 +21,16 @@ implementation, one panel per world size). The CSV's columns, one row per implem
     time_us      median over repetitions of the slowest rank's time for one all-reduce, in microseconds
     algbw_GBps   size_bytes / time, in GB/s (1e9 bytes per second)
     busbw_GBps   algbw * 2(N-1)/N: what each link carries, comparable with 1/beta (the nccl-tests convention)
-    ratio        busbw / busbw of builtin at the same N and size
+    ratio        busbw relative to builtin at the same N and size: the median over repetitions of
+                 (builtin's time / this implementation's time) within the same repetition
 
 How it measures: for each size and repetition, every implementation runs in turn on the same ranks (interleaved,
 starting with a different one each repetition), each call right after a barrier, so a burst of load from elsewhere
-hits all of them alike. The first repetition is a warm-up and is dropped; repeats adapt to the size (9 at 64 MB,
-40 at 4 MB and below). With 4 ranks on 2 cores the ranks are oversubscribed: absolute numbers wobble, which is why
-the ratio, from one run, is what counts; on a machine that other jobs load, expect the ratio to wobble as well.
+hits all of them alike. The first repetition is a warm-up and is dropped; repeats adapt to the size (15 at 64 MB,
+40 at 8 MB and below). The ratio pairs the calls of one repetition, which ran moments apart, before taking the
+median: load that drifts over seconds cancels in each pair instead of widening both medians. With 4 ranks on
+2 cores the ranks are oversubscribed: absolute numbers wobble, which is why the ratio, from one run, is what
+counts; on a machine that other jobs load, expect the ratio to wobble as well.
 
 The performance target of lab 02's reference ring, printed at the end: reference ring / built-in busbw, median
 over sizes >= 4 MB, at least 0.9 for every N. Never benchmark with TORCH_DISTRIBUTED_DEBUG=DETAIL (it adds a
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import statistics
 import sys
@@ -58,7 +62,7 @@ IMPLS: dict[str, Callable[[torch.Tensor], object]] = {
     "tree": tree_all_reduce,
     "naive": naive_all_reduce,
 }
-DEFAULT_SIZES = [4 << (2 * i) << 10 for i in range(8)]  # 4 KB, 16 KB, ..., 64 MB: powers of 4
+DEFAULT_SIZES = [4 << 10 << i for i in range(15)]  # 4 KB, 8 KB, ..., 64 MB: powers of 2, as nccl-tests' -f 2
 QUICK_SIZES = [4 << 10, 64 << 10, 1 << 20]
 TARGET_MIN_BYTES = 4 << 20  # the target is judged on sizes of 4 MB and above
 TARGET_RATIO = 0.9
@@ -69,7 +73,7 @@ def repeats(size: int, quick: bool = False) -> int:
     """Timed repetitions for a tensor of `size` bytes: many for small ones (noisy, cheap), fewer for big ones."""
     if quick:
         return 3
-    return max(9, min(40, (256 << 20) // size))  # 64 MB: 9, 16 MB: 16, 4 MB and below: 40
+    return max(15, min(40, (512 << 20) // size))  # 64 MB: 15, 32 MB: 16, 16 MB: 32, 8 MB and below: 40
 
 
 def parse_size(text: str) -> int:
@@ -121,19 +125,21 @@ def measure(sizes: list[int], impls: list[str], quick: bool, started: float) -> 
 
 
 def rows_for(world: int, per_rank: list[dict[str, dict[int, list[float]]]]) -> list[dict]:
-    """One row per (impl, size): a repetition takes as long as its slowest rank; report the median repetition."""
+    """One row per (impl, size): a repetition takes as long as its slowest rank; report the median repetition.
+
+    `ratio` is the median over repetitions of builtin's time / this implementation's time in the same repetition
+    (nan without builtin). Example: builtin [1, 2, 3] s and ring [2, 2, 2] s give ratio median(0.5, 1, 1.5) = 1.
+    """
+    slowest = {(name, size): [max(times) for times in zip(*(ranks[name][size] for ranks in per_rank), strict=True)]
+               for name, by_size in per_rank[0].items() for size in by_size}
     rows = []
-    for name, by_size in per_rank[0].items():
-        for size, first in by_size.items():
-            slowest = [max(rank_times[name][size][i] for rank_times in per_rank) for i in range(len(first))]
-            seconds = statistics.median(slowest)
-            algbw = size / seconds / 1e9
-            rows.append({"impl": name, "N": world, "size_bytes": size, "count": size // 4,
-                         "time_us": seconds * 1e6, "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (world - 1) / world})
-    baseline = {(r["N"], r["size_bytes"]): r["busbw_GBps"] for r in rows if r["impl"] == "builtin"}
-    for row in rows:
-        reference = baseline.get((row["N"], row["size_bytes"]))
-        row["ratio"] = row["busbw_GBps"] / reference if reference else float("nan")
+    for (name, size), repetitions in slowest.items():
+        seconds = statistics.median(repetitions)
+        algbw = size / seconds / 1e9
+        baseline = slowest.get(("builtin", size))
+        ratio = statistics.median(b / t for b, t in zip(baseline, repetitions, strict=True)) if baseline else math.nan
+        rows.append({"impl": name, "N": world, "size_bytes": size, "count": size // 4, "time_us": seconds * 1e6,
+                     "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (world - 1) / world, "ratio": ratio})
     return rows
 
 
