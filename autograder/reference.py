@@ -20,7 +20,7 @@ segment overlaps receiving and reducing the next, across step boundaries too. Gl
 ours are up to 3 MiB, because from Python every message costs far more: posting one isend or irecv takes
 50-100 us of CPU on a 2-core machine (measured), against the ~1 ms that 1 MiB takes on the wire there. Large
 segments pay that cost less often; small ones fill and drain the pipeline faster. A sweep on 2 cores (ring /
-built-in busbw, median over 4-64 MB, N = 2, two runs each): 1 MiB 0.78-0.86, 2 MiB 0.87-0.94, 3 MiB
+built-in busbw, median over 4-64 MB, N = 2, two to four runs each): 1 MiB 0.78-0.86, 2 MiB 0.87-0.94, 3 MiB
 0.94-0.97, 4 MiB 0.90-0.91. Reduce-scatter segments land in two preallocated buffers (double buffering) and
 are added in place; all-gather segments land directly where they belong, and those receives are all posted
 at the start (Gloo ships a message only once its receive is posted). Segments add messages, never bytes:
@@ -70,8 +70,8 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
     flat = _flat_view(tensor)
     chunks = torch.tensor_split(flat, world)  # views: N chunks whose lengths differ by at most one
     longest = chunks[0].numel()
-    # Equal pieces rather than full segments plus a short tail: 5 MiB goes as 2.5 + 2.5, not 4 + 1, since a
-    # message costs the same overhead whatever its size. Every rank cuts chunk c alike, so pieces match up.
+    # Equal pieces rather than full segments plus a short tail: 7 MiB goes as 3 x 2.33 MiB, not 3 + 3 + 1,
+    # since a message costs the same overhead whatever its size. Every rank cuts chunk c alike, so pieces match up.
     pieces = max(1, -(-longest * flat.element_size() // SEGMENT_BYTES))  # segments per chunk, rounded up
     segments = [[piece for piece in chunk.tensor_split(pieces) if piece.numel()] for chunk in chunks]
     right, left = (rank + 1) % world, (rank - 1) % world
