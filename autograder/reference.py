@@ -9,19 +9,19 @@
         return t
 
 They live in autograder/ because they are lab 02's solutions: nothing here ships to students. All three
-sum `tensor` in place over the default group using only dist.isend / dist.irecv, so utils.ledger counts
-their traffic. `python -m autograder.bench` measures them against the built-in dist.all_reduce.
+sum `tensor` in place over all ranks using only dist.isend / dist.irecv, so utils.ledger counts their
+traffic. `python -m autograder.bench` measures them against the built-in dist.all_reduce.
 
 The ring is the one to beat Gloo with. Its chunks are torch.tensor_split(tensor, N); step t of 2(N-1) sends
 chunk (r - t) mod N to the right and receives chunk (r - t - 1) mod N from the left: steps 0..N-2 add what
 arrives (reduce-scatter), steps N-1..2N-3 keep it (all-gather). Like Gloo's own ring, every chunk travels
 in segments, and a segment goes on to the right as soon as it has arrived and been reduced, so sending one
 segment overlaps receiving and reducing the next, across step boundaries too. Gloo's segments are 1 MiB;
-ours are up to 3 MiB, because from Python every message costs far more: posting one isend or irecv takes
+ours are up to 4 MiB, because from Python every message costs far more: posting one isend or irecv takes
 50-100 us of CPU on a 2-core machine (measured), against the ~1 ms that 1 MiB takes on the wire there. Large
-segments pay that cost less often; small ones fill and drain the pipeline faster. A sweep on 2 cores (ring /
-built-in busbw, median over 4-64 MB, N = 2, two to four runs each): 1 MiB 0.78-0.86, 2 MiB 0.87-0.94, 3 MiB
-0.94-0.97, 4 MiB 0.90-0.91. Reduce-scatter segments land in two preallocated buffers (double buffering) and
+segments pay that cost less often; small ones fill and drain the pipeline faster. Full `make bench` runs on
+2 cores (ring / built-in busbw, median over 4-64 MB, N = 3): 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB
+0.91-0.98 (four to six runs each). Reduce-scatter segments land in two preallocated buffers (double buffering) and
 are added in place; all-gather segments land directly where they belong, and those receives are all posted
 at the start (Gloo ships a message only once its receive is posted). Segments add messages, never bytes:
 each rank still sends exactly 2(N-1) chunks.
@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 __all__ = ["SEGMENT_BYTES", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
 
-SEGMENT_BYTES = 3 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
+SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
 _REDUCE, _GATHER = 0, 1  # message tags of the two phases
 _IN_FLIGHT = 2  # receives posted ahead (double buffering): one lands while the previous one is reduced
 
@@ -49,6 +49,20 @@ def _receive_buffers(dtype: torch.dtype, device: torch.device, numel: int) -> li
             _buffers.clear()
         _buffers[key] = [torch.empty(numel, dtype=dtype, device=device) for _ in range(_IN_FLIGHT)]
     return _buffers[key]
+
+
+_one_way: dict[int, tuple[dist.ProcessGroup, list[dist.ProcessGroup]]] = {}  # id(default group) -> its pair
+
+
+def _one_way_groups() -> list[dist.ProcessGroup]:
+    """Two extra groups over all ranks, made once per default group; at N = 2, rank r sends on group r.
+
+    Every rank must call it at the same point (creating a group is collective), as ring_all_reduce does.
+    """
+    world = dist.group.WORLD
+    if id(world) not in _one_way:  # the entry keeps `world` alive, so its id cannot be reused
+        _one_way[id(world)] = (world, [dist.new_group(), dist.new_group()])
+    return _one_way[id(world)][1]
 
 
 def _flat_view(tensor: torch.Tensor) -> torch.Tensor:
@@ -70,11 +84,15 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
     flat = _flat_view(tensor)
     chunks = torch.tensor_split(flat, world)  # views: N chunks whose lengths differ by at most one
     longest = chunks[0].numel()
-    # Equal pieces rather than full segments plus a short tail: 7 MiB goes as 3 x 2.33 MiB, not 3 + 3 + 1,
+    # Equal pieces rather than full segments plus a short tail: 9 MiB goes as 3 x 3 MiB, not 4 + 4 + 1,
     # since a message costs the same overhead whatever its size. Every rank cuts chunk c alike, so pieces match up.
     pieces = max(1, -(-longest * flat.element_size() // SEGMENT_BYTES))  # segments per chunk, rounded up
     segments = [[piece for piece in chunk.tensor_split(pieces) if piece.numel()] for chunk in chunks]
     right, left = (rank + 1) % world, (rank - 1) % world
+    # At N = 2 the right and left neighbour are one rank, so both directions would share one Gloo connection:
+    # one socket, one lock, the reads of one waiting on the writes of the other. A group per direction gives
+    # each its own (measured at N = 2: ring / built-in 0.82-1.11 on one connection, 0.94-1.19 on two).
+    send_group, receive_group = (_one_way_groups()[rank], _one_way_groups()[left]) if world == 2 else (None, None)
     steps = 2 * (world - 1)
     # Receives in the order they arrive, as (step, segment); the left neighbour sends the same chunk index.
     # The two phases use two tags, so the all-gather's receives can be posted long before their turn.
@@ -87,14 +105,15 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
         t, k = arrivals[i]
         target = segments[(rank - t - 1) % world][k]
         if t < world - 1:  # reduce-scatter: land in a buffer, add afterwards
-            return dist.irecv(buffers[i % _IN_FLIGHT][: target.numel()], src=left, tag=_REDUCE)
+            buffer = buffers[i % _IN_FLIGHT][: target.numel()]
+            return dist.irecv(buffer, src=left, group=receive_group, tag=_REDUCE)
         # All-gather: land in place. We may still be sending this region's partial sum (step t + 1 - N), but
         # its final value cannot arrive before that partial sum has reached the right neighbour.
-        return dist.irecv(target, src=left, tag=_GATHER)
+        return dist.irecv(target, src=left, group=receive_group, tag=_GATHER)
 
     # Receives first: Gloo ships a message only once the receiver has posted its receive.
     receives = {i: post_receive(i) for i in range(min(_IN_FLIGHT, reduces))}  # the reduce-scatter's window
-    sends = [dist.isend(piece, dst=right, tag=_REDUCE) for piece in segments[rank]]  # step 0: our own chunk
+    sends = [dist.isend(piece, dst=right, group=send_group, tag=_REDUCE) for piece in segments[rank]]  # step 0
     receives |= {i: post_receive(i) for i in range(reduces, len(arrivals))}  # every all-gather receive, now
     for i, (t, k) in enumerate(arrivals):
         receives.pop(i).wait()
@@ -104,7 +123,8 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
             if i + _IN_FLIGHT < reduces:  # this buffer is free again: post the receive after next
                 receives[i + _IN_FLIGHT] = post_receive(i + _IN_FLIGHT)
         if t + 1 < steps:  # what just arrived is what step t + 1 sends on, segment by segment
-            sends.append(dist.isend(target, dst=right, tag=_REDUCE if t + 1 < world - 1 else _GATHER))
+            tag = _REDUCE if t + 1 < world - 1 else _GATHER
+            sends.append(dist.isend(target, dst=right, group=send_group, tag=tag))
     for request in sends:
         request.wait()
 
