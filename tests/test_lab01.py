@@ -4,7 +4,7 @@
   reduce_scatter), are autograded together with the pipeline of autograder/ in a temporary course root; each
   must score full marks minus the points of that collective's test cell. The broken reduce_scatter also proves
   that exercise 1.7 (all_reduce_rs_ag, built from reduce_scatter and all_gather) is graded on its own.
-- tests/test_notebooks_run.py runs the solution notebook top to bottom.
+- tests/test_pipeline.py autogrades the solution, which runs it top to bottom, and checks no cell raised.
 
 About 2 minutes on a 2-core machine (one nbgrader autograde of three notebooks). Run just these
 with `python -m pytest tests/test_lab01.py`.

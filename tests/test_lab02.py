@@ -7,7 +7,7 @@
   2-core machine): the solution with a `ring_all_reduce` that returns at once (wrong result, and impossibly fast)
   loses exactly the 6 points of exercise 2.1 (test_ring_all_reduce and test_ring_time) and nothing else. A
   ring that is wrong but takes realistic time would lose only test_ring_all_reduce's 4.
-- tests/test_notebooks_run.py runs the solution notebook top to bottom.
+- tests/test_pipeline.py autogrades the solution, which runs it top to bottom, and checks no cell raised.
 
 tests/test_pipeline.py grades the solution (full marks) and the untouched release (zero) of every lab.
 Run just these with `python -m pytest tests/test_lab02.py`.

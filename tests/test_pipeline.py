@@ -1,7 +1,8 @@
 """The nbgrader pipeline, for every assignment folder in solutions/ (later labs are picked up by themselves).
 
 - course/ is exactly what `make release` regenerates from solutions/;
-- each solution notebook, autograded as a submission, gets full marks (read from the gradebook);
+- each solution notebook, autograded as a submission, gets full marks (read from the gradebook), and the
+  autograde, which executes every cell top to bottom, finds no error anywhere and no output in test cells;
 - each untouched course/ notebook, autograded, gets zero, and well within nbgrader's cell timeout;
 - no hidden test reaches course/.
 
@@ -161,6 +162,26 @@ def test_solution_gets_full_marks(graded: Graded) -> None:
     assert s.max_score > 0, f"{s.assignment} has no graded cells"
     assert s.score == s.max_score, (f"the solution of {s.assignment} scores {s.score:g}/{s.max_score:g}:\n"
                                     + failures(graded.root, s.student, s.assignment))
+
+
+def test_solution_runs_top_to_bottom_without_errors_or_noisy_tests(graded: Graded) -> None:
+    """Autograding executed every cell of the solution: the derivations, demos and experiments too.
+
+    nbgrader runs on past a failing cell and scores only test cells, so a broken demo would cost no point:
+    none may raise. Test cells print nothing: nbgrader scores stderr there as a failure.
+    """
+    s = graded.solution
+    problems = []
+    for notebook in sorted((pipeline.course_dir(graded.root, "autograded") / s.student / s.assignment).glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            where = f"{notebook.name} [{meta.get('grade_id', cell.get('id'))}]"
+            for out in cell.get("outputs", []):
+                if out["output_type"] == "error":
+                    problems.append(f"{where} raised {out['ename']}: {out['evalue']}")
+                elif meta.get("grade"):
+                    problems.append(f"{where} is a test cell and prints ({out.get('name', out['output_type'])})")
+    assert not problems, f"the solution of {s.assignment}, run top to bottom:\n  " + "\n  ".join(problems)
 
 
 def test_untouched_release_gets_zero_promptly(graded: Graded) -> None:
