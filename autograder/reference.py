@@ -136,11 +136,9 @@ def tree_all_reduce(tensor: torch.Tensor) -> None:
     moves up to 2 ceil(log2 N) M bytes (bad for large ones). Example, N = 5: [r] on rank r -> [10] everywhere.
     """
     world, rank = dist.get_world_size(), dist.get_rank()
-    if world == 1:
+    if world == 1 or tensor.numel() == 0:  # nothing to add up (an empty tensor is always contiguous)
         return
     flat = _flat_view(tensor)
-    if flat.numel() == 0:
-        return
     inbox = _receive_buffers(flat.dtype, flat.device, flat.numel())[0]
     mask = 1
     while mask < world:  # reduce: at round `mask`, ranks with that bit set hand their partial sum down
@@ -167,11 +165,9 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
     Rank 0 receives and sends (N-1) M bytes: its link is the bottleneck. The baseline the ring improves on.
     """
     world, rank = dist.get_world_size(), dist.get_rank()
-    if world == 1:
+    if world == 1 or tensor.numel() == 0:  # nothing to add up (an empty tensor is always contiguous)
         return
     flat = _flat_view(tensor)
-    if flat.numel() == 0:
-        return
     if rank:
         dist.isend(flat, dst=0).wait()
         dist.irecv(flat, src=0).wait()

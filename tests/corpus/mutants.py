@@ -49,31 +49,29 @@ def _released(nb: dict) -> dict:
     return nb
 
 
-def body(grade_id: str, new: str) -> Callable[[dict], dict]:
-    """Replace the solution region of cell `grade_id` by `new` (indented like the region)."""
+def _into_solution(grade_id: str, code: str, keep_solution: bool) -> Callable[[dict], dict]:
+    """Put `code` (indented like the region) at the top of the solution region of `grade_id`, in its place
+    unless `keep_solution`."""
     def make(nb: dict) -> dict:
         nb = _released(nb)
         cell = _cells(nb)[grade_id]
         src = "".join(cell["source"])
         m = SOLUTION.search(src)
         assert m, grade_id
-        new_src = "".join(m["indent"] + line for line in new.splitlines(keepends=True))
-        cell["source"] = src[: m.start()] + new_src + src[m.end():]
+        new_src = "".join(m["indent"] + line for line in code.splitlines(keepends=True))
+        cell["source"] = src[: m.start()] + new_src + src[m.start() if keep_solution else m.end():]
         return nb
     return make
+
+
+def body(grade_id: str, new: str) -> Callable[[dict], dict]:
+    """Replace the solution region of cell `grade_id` by `new` (indented like the region)."""
+    return _into_solution(grade_id, new, keep_solution=False)
 
 
 def prepend(grade_id: str, code: str) -> Callable[[dict], dict]:
     """Insert `code` at the top of the solution region of `grade_id` (the solution then runs as before)."""
-    def make(nb: dict) -> dict:
-        nb = _released(nb)
-        cell = _cells(nb)[grade_id]
-        src = "".join(cell["source"])
-        m = SOLUTION.search(src)
-        new_src = "".join(m["indent"] + line for line in code.splitlines(keepends=True))
-        cell["source"] = src[: m.start()] + new_src + src[m.start():]
-        return nb
-    return make
+    return _into_solution(grade_id, code, keep_solution=True)
 
 
 def append(grade_id: str, code: str) -> Callable[[dict], dict]:
