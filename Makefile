@@ -13,10 +13,10 @@ INSTRUCTOR_SERVER_EXTS := nbgrader.server_extensions.formgrader nbgrader.server_
 STUDENT_LAB_PLUGINS    := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:validate-assignment @jupyter/nbgrader:menu
 INSTRUCTOR_LAB_PLUGINS := @jupyter/nbgrader:formgrader @jupyter/nbgrader:course-list @jupyter/nbgrader:create-assignment
 
-.PHONY: help lab test lint release autograde grade feedback bench clean
+.PHONY: help lab test test-fast lint release autograde grade feedback bench clean
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 # The environment is rebuilt only when a file that defines it changes, so a second run installs nothing.
 # Jupyter's settings go inside the venv (--sys-prefix), never into your home folder.
@@ -44,8 +44,11 @@ $(STAMP): requirements.txt pyproject.toml
 lab: $(STAMP)  ## set up (first time only) and start JupyterLab on course/
 	$(BIN)/jupyter lab --ServerApp.root_dir=course $(LAB_ARGS)
 
-test: $(STAMP)  ## set up (first time only) and run the whole test suite
+test: $(STAMP)  ## set up (first time only) and run the whole test suite (every lab graded once)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)  ## everything but the grading run (about a minute); one lab: make test PYTEST_ARGS="-m lab02"
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff over utils, tests, autograder and the notebooks
 	$(BIN)/ruff check .
@@ -53,10 +56,10 @@ lint: $(STAMP)  ## ruff over utils, tests, autograder and the notebooks
 release: $(STAMP)  ## regenerate course/ from solutions/
 	$(BIN)/python -m autograder release
 
-autograde: $(STAMP)  ## grade every submission in submitted/, print the score table, write grades.csv
+autograde: $(STAMP)  ## grade submitted/ (as `make grade` does) into gradebook.db, grades.csv, feedback/
 	$(BIN)/python -m autograder autograde
 
-grade: $(STAMP)  ## grade a class in parallel: make grade [SUBMISSIONS=submitted] [GRADE_ARGS="--workers 4 --out graded"]
+grade: $(STAMP)  ## grade a class in parallel: make grade [SUBMISSIONS=submitted] [GRADE_ARGS="--out graded"]
 	$(BIN)/python -m autograder grade $(or $(SUBMISSIONS),submitted) $(GRADE_ARGS)
 
 feedback: $(STAMP)  ## write HTML feedback for every autograded submission into feedback/

@@ -1,7 +1,7 @@
 """Command line: python -m autograder {release,autograde,feedback} [--root PATH].
 
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
-(see autograder/grade.py).
+(see autograder/grade.py). `autograde` is the same grading, of <root>/submitted into <root>.
 """
 
 from __future__ import annotations
@@ -12,30 +12,35 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.pipeline import (
-    REPO_ROOT,
-    PipelineError,
-    autograde,
-    course_dir,
-    feedback,
-    format_table,
-    release,
-    write_csv,
-)
+from autograder import grade
+from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one pipeline step; return the exit status (1 with the reason on stderr when it fails)."""
+    """Run one step; return the exit status (1 with the reason on stderr when the step could not run)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["grade"]:
-        return grade_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
-    parser.add_argument("step", choices=["release", "autograde", "feedback"])
-    parser.add_argument("--root", type=Path, default=REPO_ROOT,
-                        help="course root holding solutions/, submitted/, ... (default: this repository)")
-    parser.add_argument("--csv", type=Path, default=None,
-                        help="where autograde writes the scores (default: <root>/grades.csv)")
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = parser.add_subparsers(dest="step", required=True)
+    for step, what in (("release", "regenerate course/ from solutions/"),
+                       ("autograde", "grade <root>/submitted into <root>: gradebook, grades.csv, feedback/"),
+                       ("feedback", "write HTML feedback for everything in <root>/autograded")):
+        sub = steps.add_parser(step, help=what)
+        sub.add_argument("--root", type=Path, default=REPO_ROOT,
+                         help="course root holding solutions/, submitted/, ... (default: this repository)")
+        if step == "autograde":
+            _grading_options(sub)
+    sub = steps.add_parser("grade", help="grade a folder of submissions in parallel",
+                           description=grade.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub.add_argument("submissions", type=Path,
+                     help="<student>/<assignment>/<notebook>.ipynb, or a flat folder of LMS .ipynb/.zip files")
+    sub.add_argument("--out", type=Path, default=Path("graded"),
+                     help="where the gradebook, grades.csv, autograded/ and feedback/ go (default: ./graded)")
+    sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
+    _grading_options(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "workers", 1) < 1 or getattr(args, "timeout", 1) <= 0:
+        parser.error("--workers must be >= 1 and --timeout > 0")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     root = args.root.resolve()
     start = time.perf_counter()
@@ -43,14 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.step == "release":
             written = release(root)
             print(f"released {len(written)} notebooks into {course_dir(root, 'release')}/")
-        elif args.step == "autograde":
-            scores = autograde(root)
-            print(format_table(scores))
-            csv_path = write_csv(scores, args.csv or root / "grades.csv")
-            print(f"wrote {csv_path}")
-        else:
+        elif args.step == "feedback":
             written = feedback(root)
             print(f"wrote {len(written)} feedback files into {course_dir(root, 'feedback')}/")
+        else:
+            submissions = args.submissions if args.step == "grade" else course_dir(root, "submitted")
+            out = args.out if args.step == "grade" else root
+            _grade(submissions, out, root, args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -58,39 +62,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def grade_main(argv: list[str]) -> int:
-    """`grade`: grade a folder of submissions in parallel; exit 1 if the grader could not run at all."""
-    from autograder import grade  # imports nothing slow, but only this command needs it
-
-    parser = argparse.ArgumentParser(prog="python -m autograder grade", description=grade.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("submissions", type=Path,
-                        help="<student>/<assignment>/<notebook>.ipynb, or a flat folder of LMS .ipynb/.zip files")
-    parser.add_argument("--workers", type=int, default=2, help="submissions graded at once (default: 2)")
+def _grading_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"submissions graded at once (default: one per core, {grade.default_workers()} here)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="wall-clock seconds for one whole submission (default: 900)")
     parser.add_argument("--cell-timeout", type=float, default=None,
                         help="nbgrader's per-cell limit, overriding Execute.timeout of the config")
-    parser.add_argument("--out", type=Path, default=Path("graded"),
-                        help="where the gradebook, grades.csv, autograded/ and feedback/ go (default: ./graded)")
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
     parser.add_argument("--fast", action="store_true", help="set COURSE_FAST=1 for the grading kernels")
-    args = parser.parse_args(argv)
-    if args.workers < 1 or args.timeout <= 0:
-        parser.error("--workers must be >= 1 and --timeout > 0")
-    start = time.perf_counter()
-    try:
-        results = grade.grade_class(args.submissions, args.out, workers=args.workers, timeout=args.timeout,
-                                    cell_timeout=args.cell_timeout, root=args.root.resolve(),
-                                    env={"COURSE_FAST": "1"} if args.fast else None)
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(grade.format_results(results))
+
+
+def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -> None:
+    """Grade, then print the score table, the summary and where everything went."""
+    results = grade.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
+                                cell_timeout=args.cell_timeout, root=root,
+                                env={"COURSE_FAST": "1"} if args.fast else None)
+    print(grade.format_table(results))
     print(grade.summary(results))
-    print(f"wrote {args.out / 'grades.csv'}, {args.out / 'gradebook.db'} and {args.out / 'feedback'}/ "
-          f"({time.perf_counter() - start:.0f} s)")
-    return 0
+    print(f"wrote {out / 'grades.csv'}, {out / 'gradebook.db'} and {out / 'feedback'}/")
 
 
 if __name__ == "__main__":

@@ -11,16 +11,16 @@ documents it (FileNameCollectorPlugin.named_regexp has no default; its documente
 Each submission is graded by its own `nbgrader autograde` in its own temporary course root (its own copy
 of the registered gradebook), so K workers never share an sqlite file; the parent merges every worker's
 gradebook into DIR/gradebook.db as results arrive, one at a time. A submission that runs past its wall-clock
-limit is stopped with its whole process tree: nbgrader, its kernel and every rank the kernel forked (found by
-a tag in their environment, so a process that left the group or was re-parented is found too).
+limit is stopped with its whole process tree: nbgrader, its kernel and every rank the kernel forked
+(autograder/processes.py). Tampering is looked for before a submission runs (autograder/tamper.py).
 
 Out (DIR, default ./graded): gradebook.db, grades.csv, autograded/, feedback/<student>/<assignment>/*.html
-and logs/ (nbgrader's log of every submission).
+and grading-logs/ (nbgrader's log of every submission). `make autograde` is this same grading, of the course
+root's submitted/ folder, into the course root itself.
 """
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 import csv
 import html
@@ -28,34 +28,31 @@ import json
 import os
 import re
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
-import uuid
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.pipeline import (
-    CONFIG_FILE,
     REPO_ROOT,
     PipelineError,
     assignment_names,
     course_dir,
+    gradebook_url,
+    nbgrader_config,
     notebook_names,
-    read_scores,
+    read_score,
     run_nbgrader,
 )
+from autograder.tamper import find_tampering, meta, reported_by_nbgrader
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
 # against the file name; a .zip's name gives the student and the notebooks inside it are taken as they are.
 LMS_PATTERN = r".*_(?P<student_id>\w+)_attempt_(?P<timestamp>[0-9\-]+)_(?P<file_id>\w+)"
-TAG_VARIABLE = "AUTOGRADER_GRADE_TAG"  # in the environment of nbgrader, its kernel and every forked rank
+LOGS = "grading-logs"  # in the out folder: nbgrader's log of every submission
 
 GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
 
@@ -72,7 +69,7 @@ class Entry:
 
 @dataclass
 class Result:
-    """What grading one submission gave."""
+    """What grading one submission gave: the one score type of `make grade` and `make autograde`."""
 
     student: str
     assignment: str
@@ -83,7 +80,7 @@ class Result:
     tampered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     root: Path | None = None  # the worker's course root (removed once merged)
-    tag: str = ""
+    tag: str = ""  # the tag of its processes (autograder.processes)
 
 
 # ---- finding the submissions ---------------------------------------------------------------------------------
@@ -98,6 +95,9 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
     entries: dict[tuple[str, str], Entry] = {}
     stamps: dict[tuple[str, str], str] = {}
     for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if strays := sorted(p.name for p in student_dir.glob("*.ipynb")):
+            raise PipelineError(f"{student_dir}: {', '.join(strays)} not in an assignment folder: expected "
+                                f"{student_dir.name}/<assignment>/<notebook>.ipynb")
         for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             if folder.name not in known:
                 raise PipelineError(f"{folder}: no assignment '{folder.name}' (assignments: {', '.join(known)})")
@@ -148,10 +148,8 @@ def _assignment_of(names: list[str], known: list[str], root: Path) -> str | None
 def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[str], list[str], dict]:
     """Read the submitted notebooks; return ({expected name: notebook}, notes, tampering, untrusted tests).
 
-    A lone notebook under another name is graded as the assignment's lone notebook (and said so). The
-    tampering checks compare each graded cell with the released one: a changed locked cell, a deleted or
-    unmarked test cell, changed points, and a student cell that rebinds a name the locked cells define
-    (`launch`, `np`, a helper) or patches an attribute of one (`torch.equal = ...`).
+    A lone notebook under another name is graded as the assignment's lone notebook (and said so). Each
+    notebook is compared with the released one for tampering (autograder.tamper).
     """
     expected = sorted(p.name for p in release.glob("*.ipynb"))
     notes, tampered = list(entry.notes), []
@@ -173,168 +171,11 @@ def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[
             notes.append(f"{name} is empty or is not a notebook (it could not be read): its exercises score 0")
             continue
         notebooks[name] = nb
-        found, untrusted[Path(name).stem] = _tampering(nb, json.loads((release / name).read_text()), name)
+        found, untrusted[Path(name).stem] = find_tampering(nb, json.loads((release / name).read_text()), name)
         tampered += found
     for name in sorted(set(files) - set(expected)):
         notes.append(f"{name} is not a notebook of {entry.assignment}; it was not graded")
     return notebooks, notes, tampered, untrusted
-
-
-def _meta(cell: dict) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list[str]]:
-    """(what was tampered with, the test cells that ran after a cell that replaced a grading helper)."""
-    found: list[str] = []
-    untrusted: list[str] = []
-    after_patch = False
-    theirs = {_meta(c)["grade_id"]: c for c in nb["cells"] if _meta(c).get("grade_id")}
-    locked_code = []
-    for cell in released["cells"]:
-        meta = _meta(cell)
-        gid = meta.get("grade_id")
-        if not gid:
-            continue
-        if cell["cell_type"] == "code" and meta.get("locked") and not meta.get("grade"):
-            locked_code.append(_source(cell))
-        mine = theirs.get(gid)
-        if meta.get("grade"):
-            if mine is None:
-                found.append(f"{name}: deleted the test cell {gid}")
-            elif float(_meta(mine).get("points", 0)) != float(meta.get("points", 0)):
-                found.append(f"{name}: changed the points of {gid}")
-        if meta.get("locked") and mine is not None and _source(mine).strip() != _source(cell).strip():
-            found.append(f"{name}: edited the locked cell {gid}")
-    protected: dict[str, str] = {}
-    for src in locked_code:
-        protected.update(_bound_names(src))
-    allowed = {n for c in released["cells"] if c["cell_type"] == "code" and not _meta(c).get("locked")
-               for n in _bound_names(_source(c))}
-    for cell in nb["cells"]:
-        if after_patch and _meta(cell).get("grade") and _meta(cell).get("grade_id"):
-            untrusted.append(_meta(cell)["grade_id"])
-        if cell["cell_type"] != "code" or _meta(cell).get("locked"):
-            continue
-        rebound = sorted(n for n, how in _bound_names(_source(cell)).items()
-                         if n in protected and n not in allowed and (not how or how != protected[n]))
-        patched = sorted(_patched_attributes(_source(cell), set(protected)))
-        where = _meta(cell).get("grade_id") or "a cell"
-        if rebound:
-            found.append(f"{name}: {where} redefines {', '.join(rebound)} (a grading helper)")
-        if patched:
-            found.append(f"{name}: {where} replaces {', '.join(patched)} (a grading helper)")
-        after_patch = after_patch or bool(rebound or patched)
-    return found, untrusted
-
-
-def _bound_names(source: str) -> dict[str, str]:
-    """Names a cell binds at top level (def, class, import, assignment, `global` in a function) -> how.
-
-    "how" is the import for an import ("numpy as np") and "" otherwise, so that re-importing what the setup
-    cell imports, under the same name, is not taken for a redefinition.
-    """
-    try:
-        tree = ast.parse(_strip_magics(source))
-    except SyntaxError:
-        return {}
-    names: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names[node.name] = ""
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            prefix = f"{node.module}." if isinstance(node, ast.ImportFrom) else ""
-            for a in node.names:
-                names[(a.asname or a.name).split(".")[0]] = prefix + a.name
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update((n, "") for target in targets for n in _target_names(target))
-    names.update((n, "") for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names)
-    return names
-
-
-def _target_names(target: ast.expr) -> list[str]:
-    """The plain names an assignment target binds (`a`, `a, b`, `*a`), not `a.b` or `a[0]`."""
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for elt in target.elts for n in _target_names(elt)]
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    return []
-
-
-def _patched_attributes(source: str, protected: set[str]) -> set[str]:
-    """`np.allclose = ...`, `setattr(torch, "equal", ...)` on a protected name, anywhere in the cell."""
-    try:
-        tree = ast.parse(_strip_magics(source))
-    except SyntaxError:
-        return set()
-    out = set()
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        for target in targets:
-            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                    and target.value.id in protected:
-                out.add(f"{target.value.id}.{target.attr}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
-                and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in protected:
-            out.add(f"{node.args[0].id}.<setattr>")
-    return out
-
-
-def _strip_magics(source: str) -> str:
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-
-
-# ---- processes -------------------------------------------------------------------------------------------------
-
-
-def tagged_processes(tag: str) -> list[int]:
-    """Live (not zombie) processes whose environment holds our tag: a submission's nbgrader, kernel, ranks."""
-    needle = f"{TAG_VARIABLE}={tag}".encode()
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except OSError:  # gone, or not ours
-            continue
-        pids.append(int(entry.name))
-    return pids
-
-
-def kill_tree(tag: str, group: int | None = None, wait: float = 10.0) -> list[int]:
-    """SIGKILL every process of a submission (its process group and everything tagged); return the pids killed."""
-    killed: set[int] = set()
-    if group is not None:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except OSError:
-            pass
-    end = time.monotonic() + wait
-    while pids := tagged_processes(tag):
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except OSError:
-                pass
-        if time.monotonic() > end:
-            break
-        time.sleep(0.05)
-    return sorted(killed)
 
 
 # ---- grading one submission ---------------------------------------------------------------------------------
@@ -354,9 +195,8 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
               env: Mapping[str, str] | None = None) -> Result:
     """Grade one submission in its own course root (a copy of the template's gradebook); never raises."""
     start = time.monotonic()
-    tag = uuid.uuid4().hex
     root = Path(tempfile.mkdtemp(prefix=f"grade-{entry.student}-", dir=work))
-    result = Result(entry.student, entry.assignment, FAILED, 0.0, 0.0, 0.0, root=root, tag=tag)
+    result = Result(entry.student, entry.assignment, FAILED, 0.0, 0.0, 0.0, root=root)
     try:
         shutil.copytree(course_dir(template, "source") / entry.assignment,
                         course_dir(root, "source") / entry.assignment)
@@ -370,49 +210,39 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         dest.mkdir(parents=True)
         for name, nb in notebooks.items():
             (dest / name).write_text(json.dumps(nb))
-        argv = [sys.executable, "-m", "nbgrader", "autograde", entry.assignment, "--force",
-                f"--student={entry.student}", f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}",
-                f"--CourseDirectory.root={root}",
+        args = [entry.assignment, "--force", f"--student={entry.student}",
                 "--OverwriteCells.add_missing_cells=True"]  # a deleted test cell is put back and run
         if cell_timeout is not None:
-            argv.append(f"--Execute.timeout={int(cell_timeout)}")
-        full_env = {**os.environ, **(env or {}), TAG_VARIABLE: tag}
-        full_env["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), full_env.get("PATH", "")])
-        log_path = root / "nbgrader.log"
-        with log_path.open("w") as log_file:
-            proc = subprocess.Popen(argv, cwd=root, env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            try:
-                rc = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
-            except subprocess.TimeoutExpired:
-                kill_tree(tag, group=proc.pid)
-                proc.wait()
-                result.status = TIMED_OUT
-                result.notes.append(f"grading stopped after {timeout:g} s (the limit for a whole submission): "
-                                    "some cell never finished, so no cell could be scored")
-                return result
-        log = log_path.read_text(errors="replace")
-        result.tampered += _tampering_in_log(log)
-        if rc != 0 and "CellTimeoutError" in log:  # nbclient gives up when a cell ignores the interrupt
+            args.append(f"--Execute.timeout={int(cell_timeout)}")
+        run = run_nbgrader("autograde", *args, root=root, env=env, check=False,
+                           timeout=max(1.0, timeout - (time.monotonic() - start)))
+        result.tag = run.tag
+        (root / "nbgrader.log").write_text(run.log)
+        if run.returncode is None:
             result.status = TIMED_OUT
-            limit = cell_timeout or _config_cell_timeout()
+            result.notes.append(f"grading stopped after {timeout:g} s (the limit for a whole submission): "
+                                "some cell never finished, so no cell could be scored")
+            return result
+        result.tampered += reported_by_nbgrader(run.log)
+        if run.returncode != 0 and "CellTimeoutError" in run.log:  # nbclient gives up when a cell ignores SIGINT
+            result.status = TIMED_OUT
+            limit = cell_timeout or float(nbgrader_config().Execute.timeout)
             result.notes.append(f"a cell ran past the limit of {limit:g} s for one cell and did not stop when "
                                 "interrupted, so grading stopped there: no cell could be scored")
             return result
-        if rc != 0:
-            result.notes.append(f"nbgrader failed (exit {rc}); see its log")
+        if run.returncode != 0:
+            result.notes.append(f"nbgrader failed (exit {run.returncode}); see its log")
             return result
         if any(untrusted.values()):
             _zero_untrusted(root, entry, untrusted, result)
-        [score] = read_scores(root, [(entry.student, entry.assignment)])
-        result.status, result.score, result.max_score = GRADED, score.score, score.max_score
+        result.score, result.max_score = read_score(root, entry.student, entry.assignment)
+        result.status = GRADED
         result.notes += failed_tests(course_dir(root, "autograded") / entry.student / entry.assignment)
         return result
     except Exception as exc:  # one broken submission must not stop the class
         result.notes.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
         return result
     finally:
-        kill_tree(tag)  # whatever outlived nbgrader (a rank that ignored its kernel's death)
         result.seconds = time.monotonic() - start
 
 
@@ -422,9 +252,7 @@ def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], r
     A test cell that calls `launch` or `torch.equal` after the student's cell redefined it tests nothing, and
     nbgrader cannot tell: so those points are withheld, for an instructor to review by hand.
     """
-    from nbgrader.api import Gradebook
-
-    from autograder.pipeline import gradebook_url, nbgrader_config
+    from nbgrader.api import Gradebook  # slow to import: only when needed
 
     with Gradebook(gradebook_url(root), nbgrader_config().CourseDirectory.course_id) as gb:
         for notebook, cells in untrusted.items():
@@ -437,49 +265,31 @@ def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], r
                         "a grading helper)")
 
 
+def cell_errors(cell: dict) -> list[str]:
+    """What nbgrader scores as a failure in an executed cell: each error, then each stderr output."""
+    outputs = cell.get("outputs", [])
+    errors = [f"{o['ename']}: {o.get('evalue', '')}".strip() for o in outputs if o["output_type"] == "error"]
+    return errors + ["wrote to stderr: " + "".join(o["text"]).strip() for o in outputs
+                     if o["output_type"] == "stream" and o["name"] == "stderr"]
+
+
 def failed_tests(folder: Path) -> list[str]:
-    """One line per test cell that failed: its name, its points and the first lines of the error."""
+    """One line per test cell of the autograded notebooks in `folder` that failed: name, points, the error."""
     lines = []
     for path in sorted(folder.glob("*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:
-            meta = _meta(cell)
-            if not meta.get("grade") or cell["cell_type"] != "code":
-                continue
-            errors = [f"{o['ename']}: {o.get('evalue', '')}".strip() for o in cell.get("outputs", [])
-                      if o["output_type"] == "error"]
-            errors += ["wrote to stderr: " + "".join(o["text"]).strip() for o in cell.get("outputs", [])
-                       if o["output_type"] == "stream" and o["name"] == "stderr"]
-            if errors:
+            info = meta(cell)
+            if info.get("grade") and cell["cell_type"] == "code" and (errors := cell_errors(cell)):
                 text = "\n".join(errors[0].splitlines()[:8])
-                lines.append(f"{meta['grade_id']} ({meta.get('points', 0):g} points) failed: {text}")
+                lines.append(f"{info['grade_id']} ({info.get('points', 0):g} points) failed: {text}")
     return lines
-
-
-def _tampering_in_log(log: str) -> list[str]:
-    """What nbgrader itself reported: re-added missing cells, reset points or cell types.
-
-    Not "Attribute 'checksum' ... has changed": nbgrader logs it for every test cell of every submission,
-    honest ones too, because the gradebook's copy holds the hidden tests the student's copy lacks.
-    """
-    found = []
-    for m in re.finditer(r"Missing grade cell (\S+) encountered", log):
-        found.append(f"nbgrader put back the deleted test cell {m[1]}")
-    for m in re.finditer(r"Attribute '(points|locked|cell_type)' for cell (\S+) has changed", log):
-        found.append(f"nbgrader reset the {m[1]} of {m[2]}")
-    return sorted(set(found))
-
-
-def _config_cell_timeout() -> float:
-    from autograder.pipeline import nbgrader_config
-
-    return float(nbgrader_config().Execute.timeout)
 
 
 def _max_score(template: Path, assignment: str) -> float:
     total = 0.0
     for nb in (template / "release" / assignment).glob("*.ipynb"):
-        total += sum(float(_meta(c).get("points", 0)) for c in json.loads(nb.read_text())["cells"]
-                     if _meta(c).get("grade"))
+        total += sum(float(meta(c).get("points", 0)) for c in json.loads(nb.read_text())["cells"]
+                     if meta(c).get("grade"))
     return total
 
 
@@ -504,16 +314,27 @@ def merge_gradebook(into: Path, source: Path) -> None:
 # ---- the whole class ------------------------------------------------------------------------------------------
 
 
-def grade_class(submissions: Path, out: Path, *, workers: int = 2, timeout: float = 600.0,
+def default_workers() -> int:
+    """One worker per core: the labs measure time, and an oversubscribed machine slows every measurement."""
+    return os.cpu_count() or 1
+
+
+def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = 600.0,
                 cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
                 root: Path = REPO_ROOT, progress: Callable[[str], None] = print) -> list[Result]:
-    """Grade every submission; write out/gradebook.db, out/grades.csv, out/autograded/, out/feedback/."""
+    """Grade every submission; write out/gradebook.db, out/grades.csv, out/autograded/, out/feedback/.
+
+    What those hold from an earlier run is replaced. `workers` submissions are graded at once (default: one per
+    core), each within `timeout` seconds; `cell_timeout` overrides nbgrader's per-cell limit; `env` reaches the
+    grading kernels (e.g. {"COURSE_FAST": "1"}); `progress` gets one line per finished submission.
+    """
+    workers = workers or default_workers()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("gradebook.db", "grades.csv", "autograded", "feedback", "logs"):
+    for stale in ("gradebook.db", "grades.csv", "autograded", "feedback", LOGS):
         path = out / stale
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    (out / "logs").mkdir()
+    (out / LOGS).mkdir()
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
     try:
         entries = collect(Path(submissions), work, root)
@@ -534,7 +355,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, timeout: floa
                          f"{r.score:g}/{r.max_score:g} in {r.seconds:.0f} s{flag}  ({time.monotonic() - start:.0f} s)")
         results.sort(key=lambda r: (r.assignment, r.student))
         write_feedback(results, out)
-        write_class_csv(results, out / "grades.csv")
+        write_csv(results, out / "grades.csv")
         return results
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -546,7 +367,7 @@ def _absorb(r: Result, out: Path) -> None:
         return
     log = r.root / "nbgrader.log"
     if log.is_file():
-        shutil.copy(log, out / "logs" / f"{r.student}-{r.assignment}.log")
+        shutil.copy(log, out / LOGS / f"{r.student}-{r.assignment}.log")
     if r.status == GRADED:
         merge_gradebook(out / "gradebook.db", r.root / "gradebook.db")
         shutil.copytree(course_dir(r.root, "autograded") / r.student / r.assignment,
@@ -571,16 +392,19 @@ def write_feedback(results: list[Result], out: Path) -> None:
 
 
 def work_source(out: Path) -> str:
-    """generate_feedback wants a source folder to exist; the class folder has none of its own."""
-    empty = out / ".source"
-    empty.mkdir(exist_ok=True)
-    return str(empty)
+    """generate_feedback wants a source folder to exist: the course root's own, or an empty one in a class folder."""
+    source = course_dir(out, "source")
+    if not source.is_dir():
+        source = out / ".source"
+        source.mkdir(exist_ok=True)
+    return str(source)
 
 
 CSV_FIELDS = ("student", "assignment", "status", "score", "max_score", "seconds", "tampered", "notes")
 
 
-def write_class_csv(results: list[Result], path: Path) -> Path:
+def write_csv(results: list[Result], path: Path) -> Path:
+    """One row per submission (CSV_FIELDS); tampering and notes joined with "; "."""
     with Path(path).open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(CSV_FIELDS)
@@ -590,7 +414,7 @@ def write_class_csv(results: list[Result], path: Path) -> Path:
     return Path(path)
 
 
-def format_results(results: list[Result]) -> str:
+def format_table(results: list[Result]) -> str:
     """The score table: student, assignment, status, score, tampering."""
     rows = [("student", "assignment", "status", "score", "tampered")]
     rows += [(r.student, r.assignment, r.status, f"{r.score:g}/{r.max_score:g}", "yes" if r.tampered else "")
@@ -600,6 +424,7 @@ def format_results(results: list[Result]) -> str:
 
 
 def summary(results: list[Result]) -> str:
+    """One line: how many were graded, failed, timed out, and which were tampered with."""
     count = {s: sum(r.status == s for r in results) for s in (GRADED, FAILED, TIMED_OUT)}
     tampered = [f"{r.student}/{r.assignment}" for r in results if r.tampered]
     line = f"{count[GRADED]} graded, {count[FAILED]} failed, {count[TIMED_OUT]} timed out"

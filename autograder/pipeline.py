@@ -1,16 +1,14 @@
-"""The nbgrader pipeline: solutions/ -> course/ (release), submitted/ -> gradebook (autograde) -> feedback/.
+"""The course's nbgrader: its config, the one way to run an nbgrader command, the release and the gradebook.
 
-Every step runs nbgrader as a subprocess with autograder/nbgrader_config.py, quiet on success and with
-nbgrader's whole log in the exception on failure. Every function takes the course root (the folder that
-holds solutions/, submitted/, autograded/, feedback/ and gradebook.db), so the tests can grade in a
-temporary folder without touching the repository's gradebook:
-
-    scores = autograde(tmp_root, env={"COURSE_FAST": "1"})
+Every nbgrader command runs as a subprocess with autograder/nbgrader_config.py (run_nbgrader), quiet on success
+and with nbgrader's whole log in the exception on failure. Every function takes the course root (the folder that
+holds solutions/, submitted/, autograded/, feedback/ and gradebook.db), so the tests can grade in a temporary
+folder without touching the repository's gradebook. Grading itself, of one submission or a whole class, is
+autograder/grade.py.
 """
 
 from __future__ import annotations
 
-import csv
 import logging
 import os
 import shutil
@@ -19,12 +17,14 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import astuple, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from traitlets.config import Config, PyFileConfigLoader
+
+from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag
 
 log = logging.getLogger("autograder")
 
@@ -41,23 +41,12 @@ class NbgraderError(PipelineError):
 
 
 @dataclass(frozen=True)
-class Submission:
-    """One student's submission of one assignment: submitted/<student>/<assignment>/*.ipynb."""
+class NbgraderRun:
+    """How an nbgrader command ended: its exit status (None when stopped at its time limit) and its log."""
 
-    student: str
-    assignment: str
-    notebooks: tuple[Path, ...]
-
-
-@dataclass(frozen=True)
-class Score:
-    """A submission's total as the gradebook has it (manually graded cells count once someone grades them)."""
-
-    student: str
-    assignment: str
-    score: float
-    max_score: float
-    needs_manual_grade: bool
+    returncode: int | None
+    log: str
+    tag: str  # TAG_VARIABLE of every process it started (autograder.processes finds them by it)
 
 
 # ---- configuration -----------------------------------------------------------------------------------------
@@ -82,11 +71,14 @@ def gradebook_url(root: Path) -> str:
 # ---- running nbgrader ---------------------------------------------------------------------------------------
 
 
-def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | None = None) -> str:
-    """Run `nbgrader <command> <args>` on the course root with the course config; return its log.
+def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | None = None,
+                 timeout: float | None = None, check: bool = True) -> NbgraderRun:
+    """Run `nbgrader <command> <args>` on the course root with the course config; return how it ended.
 
-    Raises NbgraderError, with the command line and nbgrader's whole output, when it exits non-zero.
-    `env` is added to the environment of nbgrader and so of every kernel it starts (e.g. COURSE_FAST=1).
+    `env` is added to the environment of nbgrader and so of every kernel it starts (e.g. COURSE_FAST=1). Past
+    `timeout` seconds the command is stopped; when it ends, every process it started is gone (the kernel, and
+    any rank the kernel forked, are found by a tag in their environment). With `check`, a non-zero exit or the
+    time limit raises NbgraderError with the command line and nbgrader's whole log.
     """
     root = Path(root).resolve()
     argv = [
@@ -95,20 +87,32 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
         f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}",
         f"--CourseDirectory.root={root}",  # the command line beats the root computed in the config
     ]
+    tag = new_tag()
+    full_env = {**os.environ, **(env or {}), **tag}
     # nbgrader creates a gradebook by running the `alembic` executable found on PATH
     # (nbgrader/api.py:37, get_alembic_version), so without an activated venv it fails: put ours first.
-    scripts = sysconfig.get_path("scripts")
-    full_env = {**os.environ, **(env or {})}
-    full_env["PATH"] = os.pathsep.join([scripts, full_env.get("PATH", "")])
+    full_env["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), full_env.get("PATH", "")])
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=root, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, check=False)
+    # The log goes to a file, not a pipe: a rank that outlived its kernel could hold a pipe open forever.
+    with tempfile.TemporaryFile("w+", errors="replace") as output:
+        proc = subprocess.Popen(argv, cwd=root, env=full_env, stdout=output, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            returncode: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tagged(tag[TAG_VARIABLE], group=proc.pid)
+            proc.wait()
+            returncode = None
+        finally:
+            kill_tagged(tag[TAG_VARIABLE])  # whatever outlived nbgrader (a rank that ignored its kernel's death)
+        output.seek(0)
+        run = NbgraderRun(returncode, output.read(), tag[TAG_VARIABLE])
     log.debug("nbgrader %s took %.1f s", command, time.perf_counter() - start)
-    if proc.returncode != 0:
-        cmdline = " ".join(argv)
-        raise NbgraderError(f"nbgrader {command} failed (exit {proc.returncode}):\n  {cmdline}\n"
-                            f"----- nbgrader's log -----\n{proc.stdout}")
-    return proc.stdout
+    if check and run.returncode != 0:
+        how = f"was stopped after {timeout:g} s" if run.returncode is None else f"failed (exit {run.returncode})"
+        raise NbgraderError(f"nbgrader {command} {how}:\n  {' '.join(argv)}\n"
+                            f"----- nbgrader's log -----\n{run.log}")
+    return run
 
 
 # ---- finding things ----------------------------------------------------------------------------------------
@@ -131,47 +135,7 @@ def notebook_names(root: Path, assignment: str) -> list[str]:
     return sorted(p.stem for p in (course_dir(root, "source") / assignment).glob("*.ipynb"))
 
 
-def find_submissions(root: Path = REPO_ROOT) -> list[Submission]:
-    """Every submission under submitted/<student>/<assignment>/<notebook>.ipynb, checked before grading.
-
-    Raises PipelineError listing every problem at once: no submissions at all, a notebook at the wrong
-    depth, an assignment that solutions/ does not have, a notebook whose name is not one of the
-    assignment's (nbgrader would skip it with a warning and give zero), a submission without notebooks.
-    """
-    submitted = course_dir(root, "submitted")
-    layout = f"{submitted.name}/<student>/<assignment>/<notebook>.ipynb"
-    known = set(assignment_names(root))
-    problems: list[str] = []
-    found: list[Submission] = []
-    students = sorted(p for p in submitted.iterdir()
-                      if p.is_dir() and not p.name.startswith(".")) if submitted.is_dir() else []
-    for stray in sorted(submitted.glob("*.ipynb")) + sorted(submitted.glob("*/*.ipynb")):
-        problems.append(f"{stray.relative_to(root)}: not where nbgrader looks, expected {layout}")
-    for student_dir in students:
-        for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            where = folder.relative_to(root)
-            notebooks = tuple(sorted(folder.glob("*.ipynb")))
-            if folder.name not in known:
-                problems.append(f"{where}: no assignment '{folder.name}' in {course_dir(root, 'source').name}/"
-                                f" (assignments: {', '.join(sorted(known)) or 'none'})")
-                continue
-            if not notebooks:
-                problems.append(f"{where}: no notebook submitted")
-                continue
-            expected = notebook_names(root, folder.name)
-            for nb in notebooks:
-                if nb.stem not in expected:
-                    problems.append(f"{nb.relative_to(root)}: '{nb.name}' is not a notebook of "
-                                    f"{folder.name} (expected: {', '.join(n + '.ipynb' for n in expected)})")
-            found.append(Submission(student_dir.name, folder.name, notebooks))
-    if problems:
-        raise PipelineError("cannot grade these submissions:\n  " + "\n  ".join(problems))
-    if not found:
-        raise PipelineError(f"no submissions to grade in {submitted}: expected {layout}")
-    return found
-
-
-# ---- the three steps ---------------------------------------------------------------------------------------
+# ---- release and feedback ---------------------------------------------------------------------------------------
 
 
 def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[Path]:
@@ -180,7 +144,7 @@ def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[
     nbgrader generate_assignment --force --no-db for every assignment: solutions and hidden tests are
     removed, outputs and execution counts cleared, and each course/<assignment>/ is rebuilt from scratch,
     so a second run is byte-identical. A folder of the release whose assignment has left solutions/ is
-    removed. The gradebook is not touched (autograde registers assignments itself).
+    removed. No gradebook is touched (grading registers the assignments in a gradebook of its own).
     """
     names = assignment_names(root)
     if not names:
@@ -200,68 +164,19 @@ def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[
     return written
 
 
-def register_assignments(root: Path = REPO_ROOT) -> None:
-    """Create or update every assignment of solutions/ in the gradebook (generate_assignment with the db).
-
-    Autograde pastes the gradebook's copy of every test cell over the student's (nbgrader's OverwriteCells),
-    so the gradebook must hold the current tests, not those of whenever it was first created: this runs
-    before every autograde. The generated notebooks go to a scratch folder; course/ is left alone.
-    """
-    with tempfile.TemporaryDirectory(prefix="nbgrader-release-") as scratch:
-        run_nbgrader("generate_assignment", "*", "--force", f"--CourseDirectory.release_directory={scratch}",
-                     root=root)
-
-
-def autograde(root: Path = REPO_ROOT, *, students: Iterable[str] | None = None,
-              env: Mapping[str, str] | None = None, register: bool = True) -> list[Score]:
-    """Grade the submissions under submitted/ and return their scores, read back from the gradebook.
-
-    Checks the submitted layout first (find_submissions), registers the assignments (unless
-    register=False) and creates the students in the gradebook as needed, then runs nbgrader autograde
-    --force: once per assignment for every student, or once per (assignment, student) when `students`
-    picks some. `env` reaches the grading kernels, e.g. {"COURSE_FAST": "1"}. nbgrader's exit code says
-    nothing about the grades (a failing test is not an error), so the scores come from the gradebook.
-    """
-    submissions = find_submissions(root)
-    if students is not None:
-        wanted = set(students)
-        submissions = [s for s in submissions if s.student in wanted]
-        if missing := wanted - {s.student for s in submissions}:
-            raise PipelineError(f"no submissions from {', '.join(sorted(missing))} in "
-                                f"{course_dir(root, 'submitted')}")
-    if register:
-        register_assignments(root)
-    for assignment in sorted({s.assignment for s in submissions}):
-        start = time.perf_counter()
-        if students is None:
-            run_nbgrader("autograde", assignment, "--force", root=root, env=env)
-        else:
-            for student in sorted({s.student for s in submissions if s.assignment == assignment}):
-                run_nbgrader("autograde", assignment, "--force", f"--student={student}", root=root, env=env)
-        log.info("graded %s in %.0f s", assignment, time.perf_counter() - start)
-    return read_scores(root, [(s.student, s.assignment) for s in submissions])
-
-
-def read_scores(root: Path = REPO_ROOT, which: Iterable[tuple[str, str]] | None = None) -> list[Score]:
-    """The scores of (student, assignment) pairs from the gradebook; all of its submissions by default."""
+def read_score(root: Path, student: str, assignment: str) -> tuple[float, float]:
+    """(score, max score) of a student's submission of an assignment, as the gradebook of `root` has it."""
     from nbgrader.api import Gradebook, MissingEntry  # slow to import: only when needed
 
     db = Path(root) / "gradebook.db"
     if not db.is_file():  # Gradebook() would create an empty one, and needs `alembic` on PATH to do so
         raise PipelineError(f"no gradebook at {db}: run the autograde first")
-    course_id = nbgrader_config().CourseDirectory.course_id
-    scores = []
-    with Gradebook(gradebook_url(root), course_id) as gb:
-        if which is None:
-            which = [(s.student.id, s.assignment.name) for a in gb.assignments for s in a.submissions]
-        for student, assignment in sorted(set(which)):
-            try:
-                sub = gb.find_submission(assignment, student)
-            except MissingEntry as exc:
-                raise PipelineError(f"the gradebook has no grades for {student}/{assignment}") from exc
-            scores.append(Score(student, assignment, float(sub.score), float(sub.max_score),
-                                bool(sub.needs_manual_grade)))
-    return scores
+    with Gradebook(gradebook_url(root), nbgrader_config().CourseDirectory.course_id) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry as exc:
+            raise PipelineError(f"the gradebook has no grades for {student}/{assignment}") from exc
+        return float(sub.score), float(sub.max_score)
 
 
 def feedback(root: Path = REPO_ROOT) -> list[Path]:
@@ -271,27 +186,3 @@ def feedback(root: Path = REPO_ROOT) -> list[Path]:
         raise PipelineError(f"nothing autograded in {autograded}: run the autograde first")
     run_nbgrader("generate_feedback", "*", "--force", root=root)
     return sorted(course_dir(root, "feedback").glob("*/*/*.html"))
-
-
-# ---- reporting ---------------------------------------------------------------------------------------------
-
-
-def format_table(scores: Iterable[Score]) -> str:
-    """A plain-text table: student, assignment, score, max score (and a mark where manual grading is due)."""
-    rows = [("student", "assignment", "score", "max score")]
-    for s in scores:
-        mark = "  (+ manual grading)" if s.needs_manual_grade else ""
-        rows.append((s.student, s.assignment, f"{s.score:g}", f"{s.max_score:g}{mark}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows]
-    return "\n".join(lines)
-
-
-def write_csv(scores: Iterable[Score], path: Path) -> Path:
-    """Write the scores to a CSV file with the Score field names as header; return its path."""
-    path = Path(path)
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow([f.name for f in fields(Score)])
-        writer.writerows(astuple(s) for s in scores)
-    return path

@@ -1,39 +1,23 @@
-"""The nbgrader pipeline, for every assignment folder in solutions/ (later labs are picked up by themselves).
+"""The release, for every assignment folder in solutions/ (later labs are picked up by themselves).
 
-- course/ is exactly what `make release` regenerates from solutions/;
-- each solution notebook, autograded as a submission, gets full marks (read from the gradebook), and the
-  autograde, which executes every cell top to bottom, finds no error anywhere and no output in test cells;
-- each untouched course/ notebook, autograded, gets zero, and well within nbgrader's cell timeout;
-- no hidden test reaches course/.
+- course/ is exactly what `make release` regenerates from solutions/ (one nbgrader run for all labs, ~10 s);
+- the config's stderr filter drops known noise only.
 
-Grading runs nbgrader in a temporary course root, never in the repository's gradebook. Time on a shared
-2-core machine: about a minute per assignment (register it 10 s, grade the release 25 s, the solution 25 s;
-each nbgrader process spends 5-7 s importing), plus 7 s for one regeneration of all of course/. Run just
-these with `python -m pytest tests/test_pipeline.py`.
+Grading every lab is tests/test_grading.py; the notebooks' structure, tests/test_structure.py.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import time
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from autograder import pipeline
+from tests.common import ASSIGNMENTS, COURSE, ROOT, lab_params
 
-ROOT = Path(__file__).resolve().parents[1]
-
-ASSIGNMENTS = pipeline.assignment_names(ROOT)
-SOLUTIONS = pipeline.course_dir(ROOT, "source")
-COURSE = pipeline.course_dir(ROOT, "release")
-TIMEOUT = pipeline.nbgrader_config().Execute.timeout  # nbgrader's per-cell limit
 IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc")  # editor and interpreter droppings, as nbgrader
-HIDDEN = re.compile(r"BEGIN HIDDEN TESTS(.*?)END HIDDEN TESTS", re.DOTALL)
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
@@ -47,12 +31,7 @@ def files_under(folder: Path) -> dict[str, bytes]:
     return out
 
 
-def sources(notebook: Path) -> list[str]:
-    """The source of every cell of a notebook."""
-    return ["".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]]
-
-
-# ---- 1. course/ is a fresh regeneration -------------------------------------------------------------------
+# ---- course/ is a fresh regeneration -------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +53,7 @@ def test_course_holds_exactly_the_assignments_of_solutions() -> None:
     assert not missing, f"course/ lacks {missing}: run `make release`"
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
 def test_course_is_a_fresh_regeneration(assignment: str, regenerated: Path) -> None:
     """course/<assignment>/ is byte-identical to a regeneration: same files, same bytes, no outputs."""
     committed, fresh = files_under(COURSE / assignment), files_under(regenerated / assignment)
@@ -86,153 +65,6 @@ def test_course_is_a_fresh_regeneration(assignment: str, regenerated: Path) -> N
     for name in (n for n in fresh if n.endswith(".ipynb")):
         for cell in json.loads(fresh[name])["cells"]:
             assert not cell.get("outputs") and cell.get("execution_count") is None, f"{name} has outputs"
-
-
-# ---- 2. and 3. autograding the solutions and the untouched release ----------------------------------------
-
-
-@dataclass(frozen=True)
-class Graded:
-    """The outcome of grading one assignment's solution and untouched release in a temporary course root."""
-
-    root: Path
-    solution: pipeline.Score
-    release: pipeline.Score
-    release_seconds: float  # the whole `nbgrader autograde` of the release: process, kernel, every cell
-
-
-@pytest.fixture(scope="module", params=ASSIGNMENTS)
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Graded:
-    """Autograde solutions/<a>/ (student "solution") and course/<a>/ (student "release") with COURSE_FAST=1."""
-    assignment = request.param
-    if not any((COURSE / assignment).glob("*.ipynb")):
-        pytest.fail(f"course/{assignment}/ has no notebooks to grade: run `make release`")
-    root = tmp_path_factory.mktemp(f"grade-{assignment}")
-    shutil.copytree(SOLUTIONS / assignment, pipeline.course_dir(root, "source") / assignment)
-    for student, origin in (("solution", SOLUTIONS), ("release", COURSE)):
-        dest = pipeline.course_dir(root, "submitted") / student / assignment
-        dest.mkdir(parents=True)
-        for notebook in (origin / assignment).glob("*.ipynb"):
-            shutil.copy(notebook, dest)
-    env = {"COURSE_FAST": "1"}
-    pipeline.register_assignments(root)  # the gradebook of this root learns the assignment and its tests
-    start = time.perf_counter()
-    [release] = pipeline.autograde(root, students=["release"], env=env, register=False)
-    release_seconds = time.perf_counter() - start
-    [solution] = pipeline.autograde(root, students=["solution"], env=env, register=False)
-    return Graded(root, solution, release, release_seconds)
-
-
-def failures(root: Path, student: str, assignment: str) -> str:
-    """What went wrong in each graded cell that has an error or a stderr output (for assertion messages)."""
-    lines = []
-    for notebook in sorted((pipeline.course_dir(root, "autograded") / student / assignment).glob("*.ipynb")):
-        for cell in json.loads(notebook.read_text())["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            for out in cell.get("outputs", []) if meta.get("grade") else []:
-                if out["output_type"] == "error":
-                    text = f"{out['ename']}: {out['evalue']}"
-                elif out["output_type"] == "stream" and out["name"] == "stderr":
-                    text = "stderr: " + "".join(out["text"])[:500]
-                else:
-                    continue
-                lines.append(f"  {notebook.name} [{meta.get('grade_id')}] {text}")
-    return "\n".join(lines) or "  (no error or stderr output in any graded cell)"
-
-
-def cell_seconds(root: Path, student: str, assignment: str) -> dict[str, float]:
-    """How long each executed code cell of an autograded submission took ("notebook [cell id]" -> s).
-
-    From the timestamps nbclient records in each cell's metadata.execution (absent cells are left out).
-    """
-    out = {}
-    for notebook in sorted((pipeline.course_dir(root, "autograded") / student / assignment).glob("*.ipynb")):
-        for cell in json.loads(notebook.read_text())["cells"]:
-            stamps = cell.get("metadata", {}).get("execution", {})
-            if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
-                begin, end = (datetime.fromisoformat(stamps[k].replace("Z", "+00:00"))
-                              for k in ("iopub.execute_input", "shell.execute_reply"))
-                out[f"{notebook.name} [{cell.get('id')}]"] = round((end - begin).total_seconds(), 1)
-    return out
-
-
-def test_solution_gets_full_marks(graded: Graded) -> None:
-    """Every solution notebook, graded as a student's submission, earns every point."""
-    s = graded.solution
-    assert s.max_score > 0, f"{s.assignment} has no graded cells"
-    assert s.score == s.max_score, (f"the solution of {s.assignment} scores {s.score:g}/{s.max_score:g}:\n"
-                                    + failures(graded.root, s.student, s.assignment))
-
-
-def test_solution_runs_top_to_bottom_without_errors_or_noisy_tests(graded: Graded) -> None:
-    """Autograding executed every cell of the solution: the derivations, demos and experiments too.
-
-    nbgrader runs on past a failing cell and scores only test cells, so a broken demo would cost no point:
-    none may raise. Test cells print nothing: nbgrader scores stderr there as a failure.
-    """
-    s = graded.solution
-    problems = []
-    for notebook in sorted((pipeline.course_dir(graded.root, "autograded") / s.student / s.assignment).glob("*.ipynb")):
-        for cell in json.loads(notebook.read_text())["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            where = f"{notebook.name} [{meta.get('grade_id', cell.get('id'))}]"
-            for out in cell.get("outputs", []):
-                if out["output_type"] == "error":
-                    problems.append(f"{where} raised {out['ename']}: {out['evalue']}")
-                elif meta.get("grade"):
-                    problems.append(f"{where} is a test cell and prints ({out.get('name', out['output_type'])})")
-    assert not problems, f"the solution of {s.assignment}, run top to bottom:\n  " + "\n  ".join(problems)
-
-
-def test_untouched_release_gets_zero_promptly(graded: Graded) -> None:
-    """The student copy as released earns nothing, and its stubs fail fast instead of hanging.
-
-    A hung cell costs nbgrader's whole per-cell timeout, so: no cell takes half of it, and grading the whole
-    notebook (nbgrader's start-up and the kernel's included) takes less than one timeout.
-    """
-    s = graded.release
-    assert s.max_score > 0, f"{s.assignment} has no graded cells"
-    assert s.score == 0, f"the untouched release of {s.assignment} earns {s.score:g}/{s.max_score:g} points"
-    slow = {cell: t for cell, t in cell_seconds(graded.root, s.student, s.assignment).items() if t > TIMEOUT / 2}
-    assert not slow, f"cells of the untouched release that take over half of the {TIMEOUT} s timeout: {slow}"
-    assert graded.release_seconds < TIMEOUT, (
-        f"autograding the untouched release took {graded.release_seconds:.0f} s, more than nbgrader's "
-        f"{TIMEOUT} s cell timeout: something waits instead of failing")
-
-
-# ---- 4. hidden tests stay hidden ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_no_hidden_test_in_course(assignment: str) -> None:
-    """No marker and no line of a hidden-test block of solutions/ (unless it is visible there too) in course/."""
-    marked = [name for name, data in files_under(COURSE / assignment).items()
-              if b"BEGIN HIDDEN TESTS" in data or b"END HIDDEN TESTS" in data]
-    assert not marked, f"hidden-test markers in course/{assignment}/: {marked}"
-    for solution in sorted((SOLUTIONS / assignment).glob("*.ipynb")):
-        cells = sources(solution)
-        hidden = {ln.strip() for src in cells for block in HIDDEN.findall(src) for ln in block.splitlines()}
-        visible = {ln.strip() for src in cells for ln in HIDDEN.sub("", src).splitlines()}
-        secret = {ln for ln in hidden - visible if len(ln) > 3}  # skip blanks and lone brackets
-        released = COURSE / assignment / solution.name
-        assert released.is_file(), f"course/{assignment}/{solution.name} is missing: run `make release`"
-        leaked = sorted(secret & {ln.strip() for src in sources(released) for ln in src.splitlines()})
-        assert not leaked, f"hidden-test lines of {solution.name} appear in course/: {leaked}"
-
-
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_every_stub_raises(assignment: str) -> None:
-    """Every exercise of course/ still raises NotImplementedError until it is solved.
-
-    The config's stub is only "# YOUR CODE HERE": the named raise must follow ### END SOLUTION in solutions/.
-    """
-    for notebook in sorted((COURSE / assignment).glob("*.ipynb")):
-        for cell in json.loads(notebook.read_text())["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell["cell_type"] == "code" and meta.get("solution"):
-                assert "raise NotImplementedError(" in "".join(cell["source"]), (
-                    f"{notebook.name} [{meta.get('grade_id')}]: the student's stub does not raise; put "
-                    f'raise NotImplementedError("Exercise ...") after ### END SOLUTION in solutions/')
 
 
 # ---- the stderr filter of the config ----------------------------------------------------------------------

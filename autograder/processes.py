@@ -1,0 +1,59 @@
+"""Every process a grading run starts, found and stopped: nbgrader, its kernel, and the ranks the kernel forks.
+
+A run is marked by a tag in the environment of the nbgrader process it starts. Every descendant inherits the
+environment, so a rank that left the process group or was re-parented to init is still found by its tag.
+psutil reads other processes' environments on Linux, macOS and Windows alike (for processes of the same user).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import psutil
+
+TAG_VARIABLE = "AUTOGRADER_GRADE_TAG"
+
+
+def new_tag() -> dict[str, str]:
+    """A fresh tag, as the environment variable to add to the process that starts a run."""
+    return {TAG_VARIABLE: uuid.uuid4().hex}
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """The pids of live (not zombie) processes whose environment holds TAG_VARIABLE=tag."""
+    pids = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(TAG_VARIABLE) == tag:
+                pids.append(proc.pid)
+        except (psutil.Error, OSError):  # gone, not ours, or not readable on this system
+            continue
+    return pids
+
+
+def kill_tagged(tag: str, group: int | None = None, wait: float = 10.0) -> list[int]:
+    """SIGKILL every process with the tag (and the process group `group`); return the pids killed.
+
+    Keeps killing until none is left or `wait` seconds have passed: a process may fork while it dies.
+    """
+    killed: set[int] = set()
+    if group is not None:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+    end = time.monotonic() + wait
+    while pids := tagged_processes(tag):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except OSError:
+                pass
+        if time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    return sorted(killed)

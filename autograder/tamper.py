@@ -1,0 +1,142 @@
+"""Tampering: what a submission changed that it must not, and what nbgrader itself reports of it.
+
+A submission is compared with the released notebook, cell by cell: a changed locked cell, a deleted or unmarked
+test cell, changed points, and a student cell that rebinds a name the locked cells define (`launch`, `np`, a
+helper) or patches an attribute of one (`torch.equal = ...`). Test cells that run after such a replacement test
+nothing, so the grader withholds their points for an instructor to review.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+
+def meta(cell: dict) -> dict:
+    """The nbgrader metadata of a cell ({} for a plain cell)."""
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def source(cell: dict) -> str:
+    """A cell's source as one string (nbformat allows a list of lines)."""
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def find_tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list[str]]:
+    """(what was tampered with, the test cells that ran after a cell that replaced a grading helper)."""
+    found: list[str] = []
+    untrusted: list[str] = []
+    after_patch = False
+    theirs = {meta(c)["grade_id"]: c for c in nb["cells"] if meta(c).get("grade_id")}
+    locked_code = []
+    for cell in released["cells"]:
+        info = meta(cell)
+        gid = info.get("grade_id")
+        if not gid:
+            continue
+        if cell["cell_type"] == "code" and info.get("locked") and not info.get("grade"):
+            locked_code.append(source(cell))
+        mine = theirs.get(gid)
+        if info.get("grade"):
+            if mine is None:
+                found.append(f"{name}: deleted the test cell {gid}")
+            elif float(meta(mine).get("points", 0)) != float(info.get("points", 0)):
+                found.append(f"{name}: changed the points of {gid}")
+        if info.get("locked") and mine is not None and source(mine).strip() != source(cell).strip():
+            found.append(f"{name}: edited the locked cell {gid}")
+    protected: dict[str, str] = {}
+    for src in locked_code:
+        protected.update(_bound_names(src))
+    allowed = {n for c in released["cells"] if c["cell_type"] == "code" and not meta(c).get("locked")
+               for n in _bound_names(source(c))}
+    for cell in nb["cells"]:
+        if after_patch and meta(cell).get("grade") and meta(cell).get("grade_id"):
+            untrusted.append(meta(cell)["grade_id"])
+        if cell["cell_type"] != "code" or meta(cell).get("locked"):
+            continue
+        rebound = sorted(n for n, how in _bound_names(source(cell)).items()
+                         if n in protected and n not in allowed and (not how or how != protected[n]))
+        patched = sorted(_patched_attributes(source(cell), set(protected)))
+        where = meta(cell).get("grade_id") or "a cell"
+        if rebound:
+            found.append(f"{name}: {where} redefines {', '.join(rebound)} (a grading helper)")
+        if patched:
+            found.append(f"{name}: {where} replaces {', '.join(patched)} (a grading helper)")
+        after_patch = after_patch or bool(rebound or patched)
+    return found, untrusted
+
+
+def _bound_names(source: str) -> dict[str, str]:
+    """Names a cell binds at top level (def, class, import, assignment, `global` in a function) -> how.
+
+    "how" is the import for an import ("numpy as np") and "" otherwise, so that re-importing what the setup
+    cell imports, under the same name, is not taken for a redefinition.
+    """
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return {}
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = ""
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            prefix = f"{node.module}." if isinstance(node, ast.ImportFrom) else ""
+            for a in node.names:
+                names[(a.asname or a.name).split(".")[0]] = prefix + a.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update((n, "") for target in targets for n in _target_names(target))
+    names.update((n, "") for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names)
+    return names
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    """The plain names an assignment target binds (`a`, `a, b`, `*a`), not `a.b` or `a[0]`."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in _target_names(elt)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
+def _patched_attributes(source: str, protected: set[str]) -> set[str]:
+    """`np.allclose = ...`, `setattr(torch, "equal", ...)` on a protected name, anywhere in the cell."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return set()
+    out = set()
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                    and target.value.id in protected:
+                out.add(f"{target.value.id}.{target.attr}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in protected:
+            out.add(f"{node.args[0].id}.<setattr>")
+    return out
+
+
+def _strip_magics(source: str) -> str:
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+
+
+def reported_by_nbgrader(log: str) -> list[str]:
+    """What nbgrader itself reported: re-added missing cells, reset points or cell types.
+
+    Not "Attribute 'checksum' ... has changed": nbgrader logs it for every test cell of every submission,
+    honest ones too, because the gradebook's copy holds the hidden tests the student's copy lacks.
+    """
+    found = []
+    for m in re.finditer(r"Missing grade cell (\S+) encountered", log):
+        found.append(f"nbgrader put back the deleted test cell {m[1]}")
+    for m in re.finditer(r"Attribute '(points|locked|cell_type)' for cell (\S+) has changed", log):
+        found.append(f"nbgrader reset the {m[1]} of {m[2]}")
+    return sorted(set(found))

@@ -1,0 +1,95 @@
+"""What the test modules share: the course's folders, reading notebooks, lab markers and the grading run's type.
+
+Every lab is tested the same way (tests/test_structure.py, tests/test_grading.py); a lab's own file,
+tests/test_labNN.py, holds only what is particular to it. `pytest -m lab02` runs one lab's tests, and
+`pytest -m "not slow"` everything except what needs the grading run (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from autograder import grade, pipeline
+from autograder.tamper import meta, source
+from tests.corpus.common import HIDDEN, Case
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = pipeline.course_dir(ROOT, "source")
+COURSE = pipeline.course_dir(ROOT, "release")
+ASSIGNMENTS = pipeline.assignment_names(ROOT)
+CELL_TIMEOUT = float(pipeline.nbgrader_config().Execute.timeout)  # nbgrader's per-cell limit, as configured
+
+__all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "ROOT", "SOLUTIONS", "GradingRun", "autograded",
+           "cell_seconds", "cells_losing_points", "graded_cells", "lab_marker", "lab_params", "meta", "notebook",
+           "source", "without_hidden_tests"]
+
+
+def lab_marker(assignment: str) -> str:
+    """The marker of an assignment's tests: "02_ring_allreduce" -> "lab02"."""
+    return "lab" + assignment.split("_")[0]
+
+
+def lab_params(values: list, assignment_of=lambda v: v) -> list:
+    """pytest parameters, each marked with the lab it belongs to (so that `-m lab02` selects it)."""
+    return [pytest.param(v, marks=getattr(pytest.mark, lab_marker(assignment_of(v))), id=str(v)
+                         if not isinstance(v, tuple) else "/".join(map(str, v))) for v in values]
+
+
+def notebook(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def graded_cells(nb: dict, kind: str = "grade") -> dict[str, dict]:
+    """grade_id -> cell, for the test cells ("grade") or the solution cells ("solution") of a notebook."""
+    return {meta(c)["grade_id"]: c for c in nb["cells"] if meta(c).get(kind)}
+
+
+def without_hidden_tests(text: str) -> str:
+    """What the student release keeps of a test cell (nbgrader's ClearHiddenTests drops the region)."""
+    return HIDDEN.sub("", text)
+
+
+@dataclass(frozen=True)
+class GradingRun:
+    """The one grading run of a test session: every lab's solution, untouched release and broken cases."""
+
+    out: Path  # grade_class's out folder: gradebook.db, grades.csv, autograded/, feedback/
+    results: dict[tuple[str, str], grade.Result]  # (assignment, student) -> result
+    cases: dict[tuple[str, str], Case]  # (assignment, student) -> what it must score
+    lines: list[str]  # the progress display
+    workers: int
+    peak_workers: int  # the most submissions that were being graded at once
+    seconds: float
+
+
+def autograded(run: GradingRun, assignment: str, student: str) -> list[dict]:
+    """The autograded notebooks of a submission (executed: outputs and all)."""
+    folder = pipeline.course_dir(run.out, "autograded") / student / assignment
+    return [notebook(p) for p in sorted(folder.glob("*.ipynb"))]
+
+
+def cells_losing_points(run: GradingRun, assignment: str, student: str) -> set[str]:
+    """The test cells of a submission that scored below their points, from the class gradebook."""
+    from nbgrader.api import Gradebook
+
+    course_id = pipeline.nbgrader_config().CourseDirectory.course_id
+    with Gradebook(pipeline.gradebook_url(run.out), course_id) as gb:
+        submission = gb.find_submission(assignment, student)
+        return {g.name for nb in submission.notebooks for g in nb.grades if g.score < g.max_score}
+
+
+def cell_seconds(nb: dict) -> dict[str, float]:
+    """How long each executed code cell took (grade_id or cell id -> s), from nbclient's timestamps."""
+    out = {}
+    for cell in nb["cells"]:
+        stamps = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
+            begin, end = (datetime.fromisoformat(stamps[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))
+            out[meta(cell).get("grade_id", cell.get("id"))] = round((end - begin).total_seconds(), 1)
+    return out

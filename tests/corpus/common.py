@@ -1,0 +1,153 @@
+"""What every lab's corpus of broken submissions is made of: a Case, and the edits that make one.
+
+Each lab has one module, tests/corpus/labNN.py, with its assignment name and a list of cases:
+
+    ASSIGNMENT = "03_data_parallel_math"
+    CASES = [
+        Case("sums", replace("average_gradients", WEIGHT_LINE, "    weight = 1.0\\n"),
+             loses={"test_average_gradients", "test_average_gradients_uneven"}),
+    ]
+
+A case is the solution notebook with one thing broken; `loses` names the test cells (grade_ids) that must score
+nothing, and every other test cell must keep its points. The grading run (tests/conftest.py) adds two cases of
+its own to every lab, "solution" (loses nothing) and "release" (the untouched course/ notebook: scores zero),
+and grades them all at once. Nothing is committed: the cases are built from solutions/ every time.
+
+    python -m tests.corpus OUT      # writes every lab's cases as OUT/<case>/<assignment>/<notebook>.ipynb
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.tamper import meta, source
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTION = re.compile(r"(?P<indent>[ \t]*)### BEGIN SOLUTION\n.*?### END SOLUTION\n", re.DOTALL)
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS$.*?^[ \t]*### END HIDDEN TESTS$\n?", re.DOTALL | re.MULTILINE)
+
+Notebook = dict  # a notebook as json.load gives it
+Edit = Callable[[Notebook], "Notebook | bytes"]  # solution notebook -> submitted notebook (or raw bytes)
+
+GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"  # autograder.grade's statuses
+
+
+@dataclass(frozen=True)
+class Case:
+    """One submission of the corpus and what grading it must give."""
+
+    name: str  # the student id
+    make: Edit
+    loses: frozenset[str] = frozenset()  # the test cells that must score 0; all others keep their points
+    status: str = GRADED  # GRADED, or FAILED / TIMED_OUT (then nothing is scored)
+    file_name: str | None = None  # the submitted file's name, if not the notebook's own
+    tampered: bool = False  # whether the grader must flag it
+    says: tuple[str, ...] = ()  # words the feedback must contain
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "loses", frozenset(self.loses))
+
+
+def solution_notebook(assignment: str) -> Path:
+    """The one instructor notebook of an assignment (every lab has exactly one)."""
+    [path] = sorted((ROOT / "solutions" / assignment).glob("*.ipynb"))
+    return path
+
+
+def cells(nb: Notebook) -> dict[str, dict]:
+    """The nbgrader cells of a notebook, by grade_id."""
+    return {meta(c)["grade_id"]: c for c in nb["cells"] if meta(c).get("grade_id")}
+
+
+def released(nb: Notebook) -> Notebook:
+    """What a student who solved everything submits: the solution without its hidden tests."""
+    nb = json.loads(json.dumps(nb))
+    for cell in nb["cells"]:
+        cell["source"] = HIDDEN.sub("", source(cell))
+    return nb
+
+
+def _in_solution(grade: str, code: str, keep_solution: bool) -> Edit:
+    """Put `code` (indented like the region) at the top of the first solution region of cell `grade`,
+    in place of the region unless `keep_solution`."""
+    def make(nb: Notebook) -> Notebook:
+        nb = released(nb)
+        cell = cells(nb)[grade]
+        src = source(cell)
+        m = SOLUTION.search(src)
+        assert m, f"no solution region in cell {grade}"
+        new = "".join(m["indent"] + line for line in code.splitlines(keepends=True))
+        cell["source"] = src[: m.start()] + new + src[m.start() if keep_solution else m.end():]
+        return nb
+    return make
+
+
+def body(grade: str, new: str) -> Edit:
+    """Replace the first solution region of cell `grade` by `new` (indented like the region)."""
+    return _in_solution(grade, new, keep_solution=False)
+
+
+def prepend(grade: str, code: str) -> Edit:
+    """Insert `code` at the top of the first solution region of `grade` (the solution then runs as before)."""
+    return _in_solution(grade, code, keep_solution=True)
+
+
+def replace(grade: str, old: str, new: str) -> Edit:
+    """Replace the text `old`, which must occur exactly once in cell `grade`, by `new`."""
+    def make(nb: Notebook) -> Notebook:
+        nb = released(nb)
+        cell = cells(nb)[grade]
+        src = source(cell)
+        assert src.count(old) == 1, f"{old!r} occurs {src.count(old)} times in cell {grade}, not once"
+        cell["source"] = src.replace(old, new)
+        return nb
+    return make
+
+
+def append(grade: str, code: str) -> Edit:
+    """Add `code` at the end of cell `grade`, at top level."""
+    def make(nb: Notebook) -> Notebook:
+        nb = released(nb)
+        cell = cells(nb)[grade]
+        cell["source"] = source(cell).rstrip("\n") + "\n\n\n" + code
+        return nb
+    return make
+
+
+def edit_cell(grade: str, new_source: str) -> Edit:
+    """Replace the whole source of cell `grade` (a locked cell: the grader must notice)."""
+    def make(nb: Notebook) -> Notebook:
+        cells(nb)[grade]["source"] = new_source
+        return nb
+    return make
+
+
+def delete_cell(grade: str) -> Edit:
+    def make(nb: Notebook) -> Notebook:
+        nb["cells"] = [c for c in nb["cells"] if meta(c).get("grade_id") != grade]
+        return nb
+    return make
+
+
+def chain(*edits: Edit) -> Edit:
+    """Apply edits one after the other."""
+    def make(nb: Notebook) -> Notebook:
+        for edit in edits:
+            nb = edit(nb)
+        return nb
+    return make
+
+
+def write_case(out: Path, assignment: str, case: Case) -> Path:
+    """Write one case as out/<case>/<assignment>/<file>, built from the solution notebook; return the file."""
+    notebook = solution_notebook(assignment)
+    made = case.make(json.loads(notebook.read_text()))
+    folder = Path(out) / case.name / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (case.file_name or notebook.name)
+    path.write_bytes(made if isinstance(made, bytes) else json.dumps(made, indent=1).encode())
+    return path

@@ -1,0 +1,97 @@
+"""Lab 00 (ranks, alpha-beta): broken, noisy, renamed and tampered submissions, and what each must score.
+
+Besides wrong answers, lab 00's corpus holds what a class grader meets: a deadlock, a rank that raises or is
+killed, an infinite loop, stderr noise (which costs nothing), a tampered or deleted test cell, a replaced grading
+helper, a renamed notebook with extra cells, an empty file, and a cell that ignores the interrupt.
+"""
+
+from __future__ import annotations
+
+from tests.corpus.common import (
+    FAILED,
+    TIMED_OUT,
+    Case,
+    Notebook,
+    append,
+    body,
+    chain,
+    delete_cell,
+    edit_cell,
+    prepend,
+    released,
+)
+
+ASSIGNMENT = "00_ranks_and_alpha_beta"
+
+
+def add_cells(nb: Notebook) -> Notebook:
+    """A student's own notes and scratch cell, after the ping_pong test."""
+    nb = released(nb)
+    extra = [{"cell_type": "markdown", "metadata": {}, "source": "My notes: ring_shift posts irecv first."},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+              "source": "my_scratch = [n * 2 for n in range(4)]\nmy_scratch"}]
+    nb["cells"][12:12] = extra
+    return nb
+
+
+WRONG_FIT = "return 30e-6, 2 / 2e9  # beta twice too large\n"
+SEND_FIRST = """rank, world = dist.get_rank(), dist.get_world_size()
+received = torch.empty_like(tensor)
+dist.send(tensor, dst=(rank + 1) % world)  # every rank sends first: Gloo waits for the matching recv
+dist.recv(received, src=(rank - 1) % world)
+return received
+"""
+HANG = """import signal
+
+
+def _busy_rank():
+    while True:
+        print("still working", flush=True)
+        time.sleep(1)
+
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C does nothing
+launch(_busy_rank, 2, timeout=10**6)
+"""
+WRONG_SHIFT = "return tensor.clone()  # forgets to communicate\n"
+EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift"}
+
+CASES = [
+    Case("deadlock", body("ring_shift", SEND_FIRST), loses={"test_ring_shift"},
+         # "20 s" and the comment: lab 00's own deadlock demo (5 s) prints a report in every submission.
+         says=("test_ring_shift (4 points) failed", "did not finish within 20 s", "blocked in torch.distributed.send",
+               "dist.send(tensor, dst=(rank + 1) % world)  # every rank sends first: Gloo waits")),
+    Case("rank_raises",
+         prepend("ping_pong", 'if dist.get_rank() == 1:\n    raise RuntimeError("rank 1 lost its buffer")\n'),
+         loses={"test_ping_pong"},
+         says=("test_ping_pong (3 points) failed", "rank 1 failed", "RuntimeError: rank 1 lost its buffer")),
+    Case("rank_killed",
+         prepend("ring_shift", "if dist.get_rank() == 1:\n    import os, signal\n"
+                 "    os.kill(os.getpid(), signal.SIGKILL)\n"),
+         loses={"test_ring_shift"}, says=("test_ring_shift (4 points) failed", "rank 1 failed", "killed by SIGKILL")),
+    Case("infinite_loop", body("fit_alpha_beta", "i = 0\nwhile True:  # never ends\n    i += 1\n"),
+         loses={"test_fit_alpha_beta"}, says=("test_fit_alpha_beta (3 points) failed",)),
+    Case("stderr_noise", chain(
+        prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
+        prepend("ring_shift", 'import sys\nimport warnings\n'
+                'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
+                'warnings.warn("ring_shift: a warning from a rank")\n'))),
+    Case("wrong_result", body("fit_alpha_beta", WRONG_FIT), loses={"test_fit_alpha_beta"},
+         says=("test_fit_alpha_beta (3 points) failed: AssertionError",)),
+    Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
+         loses={"test_fit_alpha_beta"}, tampered=True, says=("test_fit_alpha_beta",)),
+    Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
+         loses={"test_ring_shift"}, tampered=True, says=("test_ring_shift",)),
+    # nbgrader alone gives this one full marks: the restored tests call the replaced torch.equal. The grader
+    # withholds the points of every test that ran after the replacing cell.
+    Case("patched_helper", chain(
+        body("ring_shift", WRONG_SHIFT),
+        append("ring_shift", "torch.equal = lambda *args, **kwargs: True  # every check passes\n"),
+    ), loses={"test_ring_shift"}, tampered=True, says=("torch.equal",)),
+    Case("renamed_extra_cells", add_cells, file_name="lab00_final(1).ipynb", says=("graded as",)),
+    Case("empty", lambda nb: b"", loses=EVERY_TEST, status=FAILED, says=("empty or is not a notebook",)),
+    # Ignores the interrupt nbgrader sends on a cell timeout: nbclient then gives up on the whole notebook
+    # (CellTimeoutError), so nothing is scored; under a shorter per-submission limit the grader kills it first.
+    Case("hang_no_interrupt", append("fit_alpha_beta", HANG), loses=EVERY_TEST, status=TIMED_OUT,
+         says=("did not stop when interrupted",)),
+]

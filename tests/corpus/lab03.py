@@ -1,0 +1,17 @@
+"""Lab 03 (data-parallel math): wrong weights in average_gradients cost exactly the tests that see them."""
+
+from tests.corpus.common import Case, replace
+
+ASSIGNMENT = "03_data_parallel_math"
+
+# The one line of the solution of exercise 3.2 that sets the weight, and the two ways to get it wrong.
+WEIGHT_LINE = "    weight = local_batch_size / total  # b_r / B: this rank's share of the global batch\n"
+
+CASES = [
+    Case("sums", replace("average_gradients", WEIGHT_LINE,
+                         "    weight = 1.0  # MUTANT: sums the rank gradients instead of averaging them\n"),
+         loses={"test_average_gradients", "test_average_gradients_uneven"}),
+    Case("equal_weights", replace("average_gradients", WEIGHT_LINE,
+                                  "    weight = 1.0 / dist.get_world_size()  # MUTANT: 1/N whatever the shard sizes\n"),
+         loses={"test_average_gradients_uneven"}),
+]
