@@ -1,0 +1,34 @@
+"""Lab 06 (async staleness): broken submissions, each losing exactly the points of what it broke.
+
+Points: test_delayed_gd 2, test_spectral_radius 2, test_stability_limit 2, test_parameter_server 4,
+test_parameter_server_straggler 2.
+"""
+
+from tests.corpus.common import Case, replace
+
+ASSIGNMENT = "06_async_staleness"
+
+# The server's receive (from any source: gradients applied in order of arrival), its staleness count, the
+# closed-form boundary's denominator, and the delayed iterate of the simulator: one line each in the solution.
+RECEIVE = "src = dist.recv(message)"
+STALENESS = "tau = applied - int(message[0].item())"
+BOUNDARY = "math.pi / (2 * (2 * tau + 1))"
+DELAYED = "theta[max(t - tau, 0)]"
+
+CASES = [
+    # Applies the gradients in rank order (1, 2, 3, 1, ...) instead of in order of arrival: correct bookkeeping,
+    # but the server waits for the straggler.
+    Case("ps_rank_order", replace("parameter_server", RECEIVE,
+                                  "src = dist.recv(message, src=1 + applied % (world - 1))"),
+         loses={"test_parameter_server_straggler"}),
+    # Counts the gradient's own update in its staleness.
+    Case("ps_staleness_off_by_one", replace("parameter_server", STALENESS,
+                                            "tau = applied - int(message[0].item()) + 1"),
+         loses={"test_parameter_server"}),
+    # tau where 2 tau + 1 belongs: 2 sin(pi / (2 tau)), the asymptote's form, infinite at tau = 0.
+    Case("stability_tau_for_2tau_plus_1", replace("stability_limit", BOUNDARY, "math.pi / (2 * tau)"),
+         loses={"test_stability_limit"}),
+    # The delay one step short: theta_{t - tau + 1}.
+    Case("delayed_gd_one_short", replace("delayed_gd", DELAYED, "theta[max(t - tau + 1, 0)]"),
+         loses={"test_delayed_gd"}),
+]
