@@ -8,9 +8,12 @@
 
     launch(hello, world_size=4)          # -> [0, 10, 20, 30]
 
-Each rank is a forked process with the default process group already initialised: Gloo on CPU, or NCCL
-with one GPU per rank when the machine has enough GPUs. What can go wrong becomes an exception that
-says what happened, and no rank outlives the call:
+Each rank is a forked process with the default process group already initialised. On a machine with at least
+one GPU per rank the group serves both kinds of tensor (torch's device-mapped backend "cpu:gloo,cuda:nccl"):
+CUDA tensors travel over NCCL and CPU tensors over Gloo, so code that keeps some data on the CPU never breaks.
+Everywhere else the group is plain Gloo. `rank_device()` says where a rank should put its data.
+
+What can go wrong becomes an exception that says what happened, and no rank outlives the call:
 
 - a rank raises            -> RankFailedError with that rank's traceback;
 - a rank dies (SIGKILL...) -> RankFailedError naming the rank and the signal;
@@ -103,7 +106,8 @@ def launch(
         fn: the function every rank runs; it may be defined in a notebook cell.
         world_size: number of ranks, at least 1.
         timeout: seconds the whole run may take; past that the ranks are treated as hung (RankHangError).
-        backend: "gloo", "nccl", or "auto" (NCCL with one GPU per rank if there are enough GPUs, else Gloo).
+        backend: "gloo", "nccl" (one GPU per rank: NCCL for CUDA tensors, Gloo for CPU tensors), or "auto"
+            ("nccl" when there are enough GPUs and torch has NCCL, else "gloo").
         threads: intra-op threads per rank; 1 lets a 2-core laptop run 4 ranks without thrashing.
 
     Raises:
@@ -176,9 +180,8 @@ def _launch_under_torchrun(
     if world_size != int(os.environ["WORLD_SIZE"]):
         raise ValueError(f"launch asked for {world_size} ranks, but torchrun started {os.environ['WORLD_SIZE']}")
     if not dist.is_initialized():
-        if backend == "auto":
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
+        backend = _choose_backend(backend, int(os.environ["LOCAL_WORLD_SIZE"]), forking=False)
+        if _uses_gpus(backend):
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         dist.init_process_group(backend, timeout=_pg_timeout(timeout))
     results: list[Any] = [None] * world_size
@@ -187,8 +190,8 @@ def _launch_under_torchrun(
 
 
 def rank_device() -> torch.device:
-    """The device this rank should put its tensors on: its own GPU under NCCL, else the CPU."""
-    if dist.is_initialized() and dist.get_backend() == "nccl":
+    """The device this rank should put its tensors on: its own GPU when the group has NCCL, else the CPU."""
+    if dist.is_initialized() and _uses_gpus(str(dist.get_backend())):
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank())))
     return torch.device("cpu")
 
@@ -211,23 +214,35 @@ def _check_arguments(fn: object, world_size: object, timeout: object, threads: o
         raise LaunchError("launch() forks its ranks, which Windows cannot do: use WSL or a Linux/macOS machine")
 
 
-def _choose_backend(backend: str, world_size: int) -> str:
-    """Resolve "auto" and refuse a backend that cannot work here."""
+_GPU_BACKEND = "cpu:gloo,cuda:nccl"  # torch's device-mapped backend: each tensor goes where its device says
+
+
+def _choose_backend(backend: str, world_size: int, forking: bool = True) -> str:
+    """The process group's backend string for "auto", "gloo" or "nccl"; refuse one that cannot work here.
+
+    `world_size` ranks on this machine; `forking`: the ranks will be forked from this process (not torchrun's).
+    """
     if backend not in ("auto", "gloo", "nccl"):
         raise ValueError(f'backend must be "auto", "gloo" or "nccl", got {backend!r}')
     # device_count() asks NVML and leaves CUDA uninitialised, so forking afterwards stays safe.
     gpus = torch.cuda.device_count()
     if backend == "auto":
         backend = "nccl" if gpus >= world_size and dist.is_nccl_available() else "gloo"
-    if backend == "nccl":
-        if gpus < world_size:
-            raise ValueError(f"backend 'nccl' needs one GPU per rank: {world_size} ranks, {gpus} GPUs")
-        if torch.cuda.is_initialized():
-            raise LaunchError(
-                "CUDA is already initialised in this process, and a forked rank cannot use it. Restart the "
-                "kernel and launch before touching the GPU here (no tensor.cuda() in the notebook itself)."
-            )
-    return backend
+    if backend == "gloo":
+        return backend
+    if gpus < world_size:
+        raise ValueError(f"backend 'nccl' needs one GPU per rank: {world_size} ranks, {gpus} GPUs")
+    if forking and torch.cuda.is_initialized():
+        raise LaunchError(
+            "CUDA is already initialised in this process, and a forked rank cannot use it. Restart the "
+            "kernel and launch before touching the GPU here (no tensor.cuda() in the notebook itself)."
+        )
+    return _GPU_BACKEND
+
+
+def _uses_gpus(backend: str) -> bool:
+    """Whether a group of this backend string moves CUDA tensors (and each rank owns a GPU)."""
+    return "nccl" in backend
 
 
 def _pg_timeout(timeout: float) -> timedelta:
@@ -261,7 +276,7 @@ def _rank_main(rank: int, setup: _RankSetup, fn: Callable[..., Any], args: tuple
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(setup.world_size),
         LOCAL_WORLD_SIZE=str(setup.world_size), MASTER_ADDR=_HOST, MASTER_PORT=str(setup.port),
     )
-    if setup.backend == "nccl":
+    if _uses_gpus(setup.backend):
         torch.cuda.set_device(rank)
     store = dist.TCPStore(_HOST, setup.port, is_master=False, timeout=_pg_timeout(setup.timeout))
     dist.init_process_group(

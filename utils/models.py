@@ -40,6 +40,8 @@ class TinyNet(nn.Module):
         batch_norm: put a BatchNorm1d between fc1 and tanh.
         dropout: dropout probability after tanh (0 means no dropout layer).
         dtype: dtype of every parameter (torch.float64 gives a near-exact reference).
+        device: where the parameters live (a rank passes `utils.launch.rank_device()`); they are drawn on the
+            CPU first, so every device gets the same numbers.
 
     Example:
         >>> model = TinyNet(seed=0)
@@ -59,6 +61,7 @@ class TinyNet(nn.Module):
         batch_norm: bool = False,
         dropout: float = 0.0,
         dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
     ):
         super().__init__()
         # skip_init: nn.Linear would draw its default initialisation from the global RNG, which we leave alone
@@ -75,6 +78,7 @@ class TinyNet(nn.Module):
                 for p in (layer.weight, layer.bias):
                     p.copy_(torch.empty(p.shape, dtype=torch.float64).uniform_(-bound, bound, generator=generator))
             self.unused.copy_(torch.randn(self.unused.shape, dtype=torch.float64, generator=generator))
+        self.to(device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, in_features) -> (batch, out_features)."""
@@ -90,6 +94,7 @@ def regression_data(
     seed: int = 0,
     noise: float = 0.1,
     dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A synthetic regression data set: Y = sin(X @ W) + noise * standard normal, with a random teacher W.
 
@@ -100,6 +105,7 @@ def regression_data(
         noise: standard deviation of the additive Gaussian noise.
         dtype: dtype of X and Y. The numbers are drawn in float64 and rounded once, so the float32 and the
             float64 data sets of one seed hold the same values up to that rounding.
+        device: where X and Y live (drawn on the CPU first: the same numbers on every device).
 
     Returns:
         X: (n_samples, in_features), entries standard normal.
@@ -117,4 +123,4 @@ def regression_data(
     teacher /= in_features**0.5  # keeps X @ W of order 1
     X = torch.randn(n_samples, in_features, dtype=torch.float64, generator=generator)
     Y = torch.sin(X @ teacher) + noise * torch.randn(n_samples, out_features, dtype=torch.float64, generator=generator)
-    return X.to(dtype), Y.to(dtype)
+    return X.to(device, dtype), Y.to(device, dtype)
