@@ -13,7 +13,7 @@ INSTRUCTOR_SERVER_EXTS := nbgrader.server_extensions.formgrader nbgrader.server_
 STUDENT_LAB_PLUGINS    := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:validate-assignment @jupyter/nbgrader:menu
 INSTRUCTOR_LAB_PLUGINS := @jupyter/nbgrader:formgrader @jupyter/nbgrader:course-list @jupyter/nbgrader:create-assignment
 
-.PHONY: help lab test test-fast lint release autograde grade feedback bench clean
+.PHONY: help lab test test-fast test-gpu lint release autograde grade feedback bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -41,14 +41,24 @@ $(STAMP): requirements.txt pyproject.toml
 	  > $(VENV)/etc/jupyter/nbgrader_config.py
 	@touch $@
 
+# JupyterLab refuses to run as root unless told, and rented GPU boxes and containers often give a root shell.
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)  ## set up (first time only) and start JupyterLab on course/
-	$(BIN)/jupyter lab --ServerApp.root_dir=course $(LAB_ARGS)
+	@$(if $(ROOT_ARGS),echo "make lab: running as root (a container or a rented box?): passing --allow-root to JupyterLab")
+	$(BIN)/jupyter lab --ServerApp.root_dir=course $(ROOT_ARGS) $(LAB_ARGS)
 
 test: $(STAMP)  ## set up (first time only) and run the whole test suite (every lab graded once)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)  ## everything but the grading run (about a minute); one lab: make test PYTEST_ARGS="-m lab02"
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-gpu: $(STAMP)  ## on a GPU box: every lab graded with its ranks on the GPUs, and the GPU-only tests
+	@$(BIN)/python -c 'import sys, torch; n = torch.cuda.device_count(); sys.exit(0 if n else "make test-gpu: \
+	no CUDA GPU here (torch.cuda.device_count() is 0), so nothing was tested. Run it on a machine with GPUs."); \
+	print(f"make test-gpu: {n} CUDA GPUs; a launch of N <= {n} ranks puts rank r on cuda:r (NCCL + Gloo)")'
+	$(BIN)/python -m pytest -m "gpu or slow" -rs $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff over utils, tests, autograder and the notebooks
 	$(BIN)/ruff check .

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 
 from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
-from utils.launch import launch
+from utils.launch import launch, rank_device, synchronize
 
 COLUMNS = ["impl", "N", "size_bytes", "count", "time_us", "algbw_GBps", "busbw_GBps", "ratio"]
 IMPLS: dict[str, Callable[[torch.Tensor], object]] = {
@@ -97,13 +97,13 @@ def human(size: int) -> str:
 
 def measure(sizes: list[int], impls: list[str], quick: bool, started: float) -> dict[str, dict[int, list[float]]]:
     """On every rank: {impl: {size: [seconds per repetition]}}, warm-up excluded. Rank 0 prints progress."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world, device = dist.get_rank(), dist.get_world_size(), rank_device()
     times: dict[str, dict[int, list[float]]] = {name: {} for name in impls}
     for index, size in enumerate(sizes):
         if rank == 0:
             print(f"N={world}  size {human(size):>6} ({index + 1}/{len(sizes)})  "
                   f"elapsed {time.time() - started:5.0f} s", flush=True)
-        tensor = torch.empty(size // 4, dtype=torch.float32)
+        tensor = torch.empty(size // 4, dtype=torch.float32, device=device)
         for name in impls:
             times[name][size] = []
         for repetition in range(repeats(size, quick) + 1):  # repetition 0 is the warm-up
@@ -112,8 +112,10 @@ def measure(sizes: list[int], impls: list[str], quick: bool, started: float) -> 
             for name in impls[repetition % len(impls):] + impls[: repetition % len(impls)]:
                 tensor.fill_(1.0)  # same data every call (repeated sums would overflow to inf)
                 dist.barrier()
+                synchronize(device)
                 start = time.perf_counter()
                 IMPLS[name](tensor)
+                synchronize(device)
                 elapsed = time.perf_counter() - start
                 if repetition:
                     times[name][size].append(elapsed)

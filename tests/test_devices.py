@@ -148,3 +148,19 @@ def test_nccl_needs_a_gpu_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_rank_device_under_gloo_is_the_cpu() -> None:
     assert launch_module.launch(lambda: str(launch_module.rank_device()), 2, timeout=30) == ["cpu", "cpu"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_one_group_carries_cpu_and_cuda_tensors() -> None:
+    """On GPUs a rank's CUDA tensor goes over NCCL and its CPU tensor over Gloo, in the same default group."""
+
+    def both() -> tuple[str, float, float]:
+        device = launch_module.rank_device()
+        on_gpu = torch.ones(3, device=device) * (dist.get_rank() + 1)
+        on_cpu = torch.ones(3, device="cpu") * (dist.get_rank() + 1)
+        dist.all_reduce(on_gpu)
+        dist.all_reduce(on_cpu)
+        return str(device), on_gpu.sum().item(), on_cpu.sum().item()
+
+    assert launch_module.launch(both, 2, timeout=60) == [("cuda:0", 9.0, 9.0), ("cuda:1", 9.0, 9.0)]

@@ -1,6 +1,7 @@
 """`make lab` serves what a student needs: lab 00, the course kernel, nbgrader's student tools only.
 
-Starts the real server through the Makefile on a free port and asks its REST API. The server runs
+Starts the real server through the Makefile on a free port and asks its REST API, as this user (root in CI:
+`make lab` must then pass --allow-root by itself); as root, a dry run as an ordinary user too. The server runs
 in its own process group, which is killed at the end whatever happens.
 """
 
@@ -58,21 +59,24 @@ class Lab:
         return json.loads(text)
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("jupyter")
+ROOT_NOTE = "running as root"  # what `make lab` says when it passes --allow-root
+
+
+@contextlib.contextmanager
+def make_lab(tmp: Path):
+    """`make lab` on a free port: yields (Lab, its log).
+
+    No --allow-root is passed: as root, `make lab` must add it by itself. User-level Jupyter folders and HOME
+    point into tmp: only what `make` put in the venv counts, and nothing is written into a home folder.
+    """
     port, token = free_port(), secrets.token_hex(16)
     lab_args = f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.port_retries=0 --ServerApp.token={token}"
-    if os.geteuid() == 0:  # CI runs as root; Jupyter refuses that unless told
-        lab_args += " --allow-root"
-    # User-level Jupyter folders point into tmp: only what `make` put in the venv counts, and the
-    # test writes nothing into the home folder.
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+    env = dict(os.environ, HOME=str(tmp), JUPYTER_CONFIG_DIR=str(tmp / "config"),
+               JUPYTER_DATA_DIR=str(tmp / "data"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
     env.pop("MAKEFLAGS", None)  # under `make test`: start `make lab` as a student would, not as a sub-make
     log = open(tmp / "lab.log", "w+")
-    proc = subprocess.Popen(["make", "lab", f"LAB_ARGS={lab_args}"], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(["make", "lab", f"LAB_ARGS={lab_args}"], cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         server = Lab(f"http://127.0.0.1:{port}", token)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -87,10 +91,31 @@ def lab(tmp_path_factory):
             except OSError:  # not listening yet
                 pass
             time.sleep(0.5)
-        yield server
+        yield server, log
     finally:
         stop(proc)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with make_lab(tmp_path_factory.mktemp("jupyter")) as (server, log):
+        assert (ROOT_NOTE in log_tail(log)) == (os.geteuid() == 0), log_tail(log)
+        yield server
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the `lab` fixture already runs `make lab` as this ordinary user")
+def test_make_lab_passes_no_allow_root_for_an_ordinary_user(tmp_path):
+    """As root (CI, a rented GPU box) the fixture proves that `make lab` passes --allow-root by itself and serves.
+    As `nobody`, `make -n lab` shows the command it would run: without the flag and without the note. (Only the
+    dry run: the venv's interpreter may live under root's home, out of an ordinary user's reach.)"""
+    env = dict(os.environ, HOME=str(tmp_path))
+    env.pop("MAKEFLAGS", None)
+    done = subprocess.run(["make", "-n", "lab"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+                          user=65534, group=65534)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [command] = [line for line in done.stdout.splitlines() if "jupyter lab" in line]
+    assert "--allow-root" not in command and ROOT_NOTE not in done.stdout, done.stdout
 
 
 def log_tail(log, chars: int = 4000) -> str:

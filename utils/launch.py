@@ -55,7 +55,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
-__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device"]
+__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
 
 _HOST = "127.0.0.1"
 # The process group's own timeout must outlast ours: if Gloo timed out first, a deadlock would surface as
@@ -194,6 +194,13 @@ def rank_device() -> torch.device:
     if dist.is_initialized() and _uses_gpus(str(dist.get_backend())):
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank())))
     return torch.device("cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on `device`: call it before reading a clock. A CUDA call (NCCL's too) returns
+    as soon as the work is queued, so a clock read right after it measures the queueing, not the work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 # ----------------------------------------------------------------------------------------------- checks
