@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from tests.common import GradingRun, autograded
+from tests.common import HIDDEN, GradingRun, autograded, graded_cells, notebook, source
+from tests.corpus.common import solution_notebook
 
 ASSIGNMENT = "00_ranks_and_alpha_beta"
 NUMBER = r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"  # a minus sign too: a negative fit must fail below, not vanish
@@ -19,6 +20,12 @@ def outputs(grading: GradingRun, cell_id: str) -> str:
     [nb] = autograded(grading, ASSIGNMENT, "solution")
     [cell] = [c for c in nb["cells"] if c.get("id") == cell_id]
     return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o["output_type"] == "stream")
+
+
+def test_every_test_cell_has_hidden_tests() -> None:
+    """Lab 00's visible tests are examples; each exercise is graded on more cases than the student sees."""
+    cells = graded_cells(notebook(solution_notebook(ASSIGNMENT)))
+    assert cells and all(HIDDEN.search(source(c)) for c in cells.values()), sorted(cells)
 
 
 def test_deadlock_demo_names_where_each_rank_was_blocked(grading: GradingRun) -> None:
