@@ -5,6 +5,7 @@ The structure checks and the grading of every lab are in tests/test_structure.py
 
 from __future__ import annotations
 
+import ast
 import re
 import sqlite3
 
@@ -51,3 +52,29 @@ def test_a_replaced_helper_fools_nbgrader_but_not_the_grader(grading: GradingRun
     with sqlite3.connect(grading.out / "gradebook.db") as con:
         [(auto, manual)] = con.execute(query).fetchall()
     assert (auto, manual) == (4.0, 0.0)
+
+
+def _solution_cells() -> dict[str, str]:
+    """id -> source of every cell of the solution notebook."""
+    return {c["id"]: source(c) for c in notebook(solution_notebook(ASSIGNMENT))["cells"]}
+
+
+def test_ping_pong_synchronises_the_device_before_reading_the_clock() -> None:
+    """On a GPU, send and recv only queue the transfers: the reference waits for the device before both readings."""
+    cell = graded_cells(notebook(solution_notebook(ASSIGNMENT)), "solution")["ping_pong"]
+    [fn] = [n for n in ast.parse(source(cell)).body if isinstance(n, ast.FunctionDef)]
+    readings = [i for i, stmt in enumerate(fn.body) if "time.perf_counter()" in ast.unparse(stmt)
+                and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))]  # not the docstring
+    assert len(readings) == 2, [ast.unparse(fn.body[i]) for i in readings]
+    for i in readings:
+        assert ast.unparse(fn.body[i - 1]) == "sync(device)", f"no sync(device) before: {ast.unparse(fn.body[i])}"
+
+
+def test_the_gloo_demos_stay_on_the_cpu_and_the_notebook_says_what_nccl_does() -> None:
+    """The blocking-send and deadlock demos show Gloo's rendezvous on every machine; the text covers NCCL."""
+    cells = _solution_cells()
+    for demo in ("blocking-demo", "deadlock-demo"):
+        assert 'device="cpu"' in cells[demo], f"{demo}: its tensor must stay on the CPU (Gloo) on a GPU box too"
+    nccl = cells["deadlock-after-md"]
+    for words in ("returns at once on the host", "synchronisation", "NCCL_DEBUG=INFO", "NCCL_ALGO"):
+        assert words in nccl, f"deadlock-after-md no longer says {words!r}"
