@@ -8,6 +8,7 @@ checked not to give its answer away. Takes well under a second.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -58,3 +59,22 @@ def test_the_contract_of_stability_limit_does_not_give_the_formula() -> None:
     """Students derive the boundary: the docstring must not state it."""
     docstring = re.search(r'"""(.*?)"""', _sources()["stability_limit"], re.DOTALL)[1]
     assert not re.search(r"\b(sin|pi|asin)\b", docstring), docstring
+
+
+def test_the_servers_messages_stay_on_the_cpu() -> None:
+    """The server receives from any source, which NCCL cannot do: every message it makes is a CPU tensor (Gloo's).
+
+    The shared device check (tests/test_devices.py) accepts any device=; here it must be the CPU, or on a GPU box
+    the messages would go to NCCL. The notebook says why where it introduces the server.
+    """
+    tree = ast.parse(_sources()["parameter_server"])
+    factories = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                 and isinstance(c.func.value, ast.Name) and c.func.value.id == "torch"
+                 and c.func.attr in {"tensor", "zeros", "ones", "empty", "full"}]
+    assert factories
+    for call in factories:
+        devices = [ast.literal_eval(k.value) for k in call.keywords if k.arg == "device"]
+        assert devices == ["cpu"], ast.unparse(call)
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    intro = next("".join(c["source"]) for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "ps-md")
+    assert "NCCL cannot receive from any source" in intro and 'device="cpu"' in intro
