@@ -67,7 +67,8 @@ def test_ping_pong_synchronises_the_device_before_reading_the_clock() -> None:
                 and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))]  # not the docstring
     assert len(readings) == 2, [ast.unparse(fn.body[i]) for i in readings]
     for i in readings:
-        assert ast.unparse(fn.body[i - 1]) == "sync(device)", f"no sync(device) before: {ast.unparse(fn.body[i])}"
+        before = ast.unparse(fn.body[i - 1])
+        assert before == "synchronize(device)", f"no synchronize(device) before: {ast.unparse(fn.body[i])}"
 
 
 def test_the_gloo_demos_stay_on_the_cpu_and_the_notebook_says_what_nccl_does() -> None:
