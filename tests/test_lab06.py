@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "06_async_staleness" / "async_staleness.ipynb"
+RELEASED = Path(__file__).resolve().parents[1] / "course" / "06_async_staleness" / "async_staleness.ipynb"
 PURE = ["delayed_gd", "spectral_radius", "stability_limit"]
 
 
@@ -59,6 +60,17 @@ def test_the_contract_of_stability_limit_does_not_give_the_formula() -> None:
     """Students derive the boundary: the docstring must not state it."""
     docstring = re.search(r'"""(.*?)"""', _sources()["stability_limit"], re.DOTALL)[1]
     assert not re.search(r"\b(sin|pi|asin)\b", docstring), docstring
+
+
+def test_the_release_gives_neither_the_closed_form_nor_a_ready_made_spectral_radius() -> None:
+    """What students see (course/, hidden tests removed) states the asymptote pi / (2 tau), never the boundary itself.
+
+    Nor does a visible test compute a spectral radius (np.roots) that 6.2 could copy, or a numerical boundary for 6.3.
+    """
+    cells = json.loads(RELEASED.read_text())["cells"]
+    for index, text in enumerate("".join(c["source"]) for c in cells):
+        assert not re.search(r"sin\s*\(\s*(math\.|np\.)?pi|\\sin\s*\\frac\{\\pi\}", text), (index, text[:300])
+        assert "np.roots" not in text, (index, text[:300])
 
 
 def test_the_servers_messages_stay_on_the_cpu() -> None:
