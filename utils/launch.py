@@ -31,6 +31,7 @@ does), which also carries each rank's traceback back to us through an error file
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import gc
 import linecache
@@ -184,9 +185,18 @@ def _launch_under_torchrun(
         if _uses_gpus(backend):
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         dist.init_process_group(backend, timeout=_pg_timeout(timeout))
+        atexit.register(_leave_group)  # the group is ours: close it when the script ends
     results: list[Any] = [None] * world_size
     dist.all_gather_object(results, fn(*args, **kwargs))
     return results
+
+
+def _leave_group() -> None:
+    """Wait for every rank, then close the group. A rank that leaves first breaks its peers' connections, and
+    a process that exits with its group still open can abort in the group's destructor ("terminate called")."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def rank_device() -> torch.device:
