@@ -192,10 +192,10 @@ def _launch_under_torchrun(
 
 
 def _leave_group() -> None:
-    """Wait for every rank, then close the group. A rank that leaves first breaks its peers' connections, and
-    a process that exits with its group still open can abort in the group's destructor ("terminate called")."""
+    """Close the group: a process that exits with its group still open can abort in the group's destructor
+    ("terminate called without an active exception"). No barrier: a rank that failed must still exit at once,
+    so that torchrun sees it and stops the others."""
     if dist.is_initialized():
-        dist.barrier()
         dist.destroy_process_group()
 
 
