@@ -74,7 +74,7 @@ def _bound_names(source: str) -> dict[str, str]:
     cell imports, under the same name, is not taken for a redefinition.
     """
     try:
-        tree = ast.parse(_strip_magics(source))
+        tree = ast.parse(strip_magics(source))
     except SyntaxError:
         return {}
     names: dict[str, str] = {}
@@ -106,7 +106,7 @@ def _target_names(target: ast.expr) -> list[str]:
 def _patched_attributes(source: str, protected: set[str]) -> set[str]:
     """`np.allclose = ...`, `setattr(torch, "equal", ...)` on a protected name, anywhere in the cell."""
     try:
-        tree = ast.parse(_strip_magics(source))
+        tree = ast.parse(strip_magics(source))
     except SyntaxError:
         return set()
     out = set()
@@ -122,7 +122,8 @@ def _patched_attributes(source: str, protected: set[str]) -> set[str]:
     return out
 
 
-def _strip_magics(source: str) -> str:
+def strip_magics(source: str) -> str:
+    """The source with IPython magics and shell escapes (%, !) blanked, so that ast can parse it."""
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 

@@ -8,6 +8,7 @@ tests/test_labNN.py, holds only what is particular to it. `pytest -m lab02` runs
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = pipeline.course_dir(ROOT, "source")
 COURSE = pipeline.course_dir(ROOT, "release")
 ASSIGNMENTS = pipeline.assignment_names(ROOT)
+KILL_SLACK = 20.0  # from a submission's time limit to every process of it gone
 CELL_TIMEOUT = float(pipeline.nbgrader_config().Execute.timeout)  # nbgrader's per-cell limit, as configured
 
-__all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "ROOT", "SOLUTIONS", "GradingRun", "autograded",
-           "cell_seconds", "cells_losing_points", "graded_cells", "lab_marker", "lab_params", "meta", "notebook",
-           "source", "without_hidden_tests"]
+__all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "KILL_SLACK", "ROOT", "SOLUTIONS", "GradingRun",
+           "autograded", "cell_seconds", "cells_losing_points", "free_port", "graded_cells", "lab_marker",
+           "lab_params", "meta", "notebook", "source", "without_hidden_tests"]
 
 
 def lab_marker(assignment: str) -> str:
@@ -38,6 +40,13 @@ def lab_params(values: list, assignment_of=lambda v: v) -> list:
     """pytest parameters, each marked with the lab it belongs to (so that `-m lab02` selects it)."""
     return [pytest.param(v, marks=getattr(pytest.mark, lab_marker(assignment_of(v))), id=str(v)
                          if not isinstance(v, tuple) else "/".join(map(str, v))) for v in values]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def notebook(path: Path) -> dict:

@@ -11,13 +11,12 @@ students build in lab 02, pipelined) and compares every rank's result with the s
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from tests.common import ROOT
+from tests.common import ROOT, free_port
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -44,11 +43,6 @@ SCRIPT = textwrap.dedent("""
     Path(sys.argv[1], f"rank{dist.get_rank()}").write_text(f"wrong on ranks {wrong}" if wrong else "ok")
 """)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_reference_ring_across_two_torchrun_agents(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from autograder.tamper import strip_magics
 from tests.common import ASSIGNMENTS, graded_cells, lab_params, notebook, source
 from tests.corpus.common import solution_notebook
 from utils import launch as launch_module
@@ -71,8 +72,7 @@ def bare_tensors(code: str) -> list[str]:
 def notebook_code(assignment: str) -> str:
     """Every code cell of the solution notebook, in order, as one module (magics dropped)."""
     cells = [source(c) for c in notebook(solution_notebook(assignment))["cells"] if c["cell_type"] == "code"]
-    return "\n\n".join("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith(("%", "!")))
-                       for text in cells)
+    return "\n\n".join(strip_magics(text) for text in cells)
 
 
 @pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))

@@ -22,9 +22,8 @@ from autograder.__main__ import main
 from autograder.pipeline import PipelineError
 from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
 from tests import corpus
+from tests.common import KILL_SLACK
 from tests.corpus.common import write_case
-
-KILL_SLACK = 20.0
 
 
 @pytest.mark.slow

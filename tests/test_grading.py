@@ -23,6 +23,7 @@ from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
     CELL_TIMEOUT,
+    KILL_SLACK,
     GradingRun,
     autograded,
     cell_seconds,
@@ -32,7 +33,6 @@ from tests.common import (
 )
 from tests.conftest import GRADING_TIMEOUT
 
-KILL_SLACK = 20.0  # from a submission's limit to every process of it gone
 ALL = [(a, c.name) for a in ASSIGNMENTS for c in corpus.cases(a)]
 CASES = lab_params(ALL, assignment_of=lambda v: v[0])
 LABS = lab_params(ASSIGNMENTS)

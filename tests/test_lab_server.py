@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,6 +18,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.common import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 LAB_00 = "00_ranks_and_alpha_beta"
@@ -31,11 +32,6 @@ INSTRUCTOR_PLUGINS = [
     "@jupyter/nbgrader:create-assignment",
 ]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Lab:
