@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -104,13 +105,18 @@ def lab(tmp_path_factory):
 def test_make_lab_passes_no_allow_root_for_an_ordinary_user(tmp_path):
     """As root (CI, a rented GPU box) the fixture proves that `make lab` passes --allow-root by itself and serves.
     As `nobody`, `make -n lab` shows the command it would run: without the flag and without the note. (Only the
-    dry run: the venv's interpreter may live under root's home, out of an ordinary user's reach.)"""
+    dry run, on a world-readable copy of the Makefile and what it depends on: the clone, and the venv's
+    interpreter, may be out of an ordinary user's reach.)"""
+    for name in ("Makefile", "requirements.txt", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    tmp_path.chmod(0o755)
     env = dict(os.environ, HOME=str(tmp_path))
     env.pop("MAKEFLAGS", None)
-    done = subprocess.run(["make", "-n", "lab"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    env.pop("MAKELEVEL", None)
+    done = subprocess.run(["make", "-n", "lab"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
                           user=65534, group=65534)
     assert done.returncode == 0, done.stdout + done.stderr
-    [command] = [line for line in done.stdout.splitlines() if "jupyter lab" in line]
+    [command] = [line for line in done.stdout.splitlines() if "jupyter lab " in line]
     assert "--allow-root" not in command and ROOT_NOTE not in done.stdout, done.stdout
 
 
