@@ -80,3 +80,28 @@ bench: $(STAMP)  ## all-reduce benchmark: built-in vs reference ring/tree/naive,
 
 clean:  ## remove the environment and nbgrader's working state
 	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv graded bench-results
+
+# ---- a class: the student edition, nbgrader's exchange, the instructor's JupyterLab, shards (README: "Three doors")
+.PHONY: student-repo release-lab collect return-feedback instructor-lab merge
+need = $(or $($(1)),$(error make $@ needs $(1)=..., e.g. $(2)))
+
+student-repo: $(STAMP)  ## the student edition (no answers) as a git repository to push: make student-repo OUT=dir
+	$(BIN)/python -m autograder export $(call need,OUT,OUT=../ddp-course-students)
+
+release-lab: $(STAMP)  ## hand a lab out through nbgrader's exchange: make release-lab LAB=00_ranks_and_alpha_beta
+	$(BIN)/python -m autograder release-lab $(call need,LAB,LAB=00_ranks_and_alpha_beta)
+
+collect: $(STAMP)  ## the submissions of a lab from the exchange into submitted/ (then make autograde): LAB=...
+	$(BIN)/python -m autograder collect $(call need,LAB,LAB=00_ranks_and_alpha_beta)
+
+return-feedback: $(STAMP)  ## the feedback of a lab (after make autograde) to the students, through the exchange: LAB=...
+	$(BIN)/python -m autograder return-feedback $(call need,LAB,LAB=00_ranks_and_alpha_beta)
+
+merge: $(STAMP)  ## join the out folders of sharded runs: make merge OUT=graded SHARDS="graded-1 graded-2 graded-3"
+	$(BIN)/python -m autograder merge $(call need,OUT,OUT=graded) $(call need,SHARDS,SHARDS="graded-1 graded-2")
+
+# Formgrader and the create-assignment toolbar on, for this JupyterLab only (autograder/instructor/ says how);
+# nbgrader creates the gradebook with the `alembic` of the venv, so the venv goes first on PATH.
+instructor-lab: $(STAMP)  ## JupyterLab on the whole repository with formgrader, on the gradebook of make autograde
+	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/autograder/instructor" \
+	  $(BIN)/jupyter lab --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS)

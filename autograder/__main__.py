@@ -1,19 +1,26 @@
 """Command line: python -m autograder {release,autograde,feedback} [--root PATH].
 
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
-(see autograder/grade.py). `autograde` is the same grading, of <root>/submitted into <root>.
+[--shard I/N] [--fresh] (see autograder/grade.py); `merge OUT SHARD...` joins shards (autograder/gradebook.py).
+`autograde` is the same grading, of <root>/submitted into <root>. nbgrader's exchange: `release-lab`, `collect`,
+`return-feedback` LAB (autograder/exchange.py). The student edition: `export OUT` (autograder/export.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
 
-from autograder import grade
+from autograder import grade, gradebook
+from autograder.exchange import STEPS, exchange_step
+from autograder.export import export
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
+
+INTERRUPTED = 130  # the exit status of a program stopped by Ctrl-C (128 + SIGINT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,12 +44,25 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("--out", type=Path, default=Path("graded"),
                      help="where the gradebook, grades.csv, autograded/ and feedback/ go (default: ./graded)")
     sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
+    sub.add_argument("--shard", type=grade.parse_shard, default=None, metavar="I/N",
+                     help="grade only shard I of N of the students (a stable split; join them with `merge`)")
     _grading_options(sub)
+    sub = steps.add_parser("merge", help="join the out folders of `grade --shard` runs into one")
+    sub.add_argument("out", type=Path, help="the joined folder: gradebook.db, grades.csv, lms-grades.csv, ...")
+    sub.add_argument("shards", type=Path, nargs="+", help="the shards' out folders")
+    for step, (command, _) in STEPS.items():
+        sub = steps.add_parser(step, help=f"nbgrader {command} of one lab, through the exchange")
+        sub.add_argument("lab", help="the assignment, e.g. 00_ranks_and_alpha_beta")
+        sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
+        sub.add_argument("--exchange", type=Path, default=None, help="the exchange folder (default: nbgrader's config)")
+    sub = steps.add_parser("export", help="write the student edition (a git repository) into a new folder")
+    sub.add_argument("out", type=Path)
+    sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding course/ and utils/")
     args = parser.parse_args(argv)
     if getattr(args, "workers", 1) < 1 or getattr(args, "timeout", 1) <= 0:
         parser.error("--workers must be >= 1 and --timeout > 0")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    root = args.root.resolve()
+    root = getattr(args, "root", REPO_ROOT).resolve()
     start = time.perf_counter()
     try:
         if args.step == "release":
@@ -51,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.step == "feedback":
             written = feedback(root)
             print(f"wrote {len(written)} feedback files into {course_dir(root, 'feedback')}/")
+        elif args.step == "merge":
+            rows = gradebook.merge_shards(args.out, args.shards)
+            print(f"joined {len(args.shards)} shards, {len(rows)} submissions, into {args.out}/")
+        elif args.step in STEPS:
+            print(exchange_step(args.step, args.lab, root, args.exchange).log.strip())
+        elif args.step == "export":
+            print(f"wrote the student edition into {export(args.out, root)}/ (a git repository: push it as it is)")
         else:
             submissions = args.submissions if args.step == "grade" else course_dir(root, "submitted")
             out = args.out if args.step == "grade" else root
@@ -58,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted: every running submission was stopped; what was graded is kept, and the same command "
+              "grades the rest", file=sys.stderr)
+        return INTERRUPTED
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
 
@@ -70,16 +101,23 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cell-timeout", type=float, default=None,
                         help="nbgrader's per-cell limit, overriding Execute.timeout of the config")
     parser.add_argument("--fast", action="store_true", help="set COURSE_FAST=1 for the grading kernels")
+    parser.add_argument("--fresh", action="store_true",
+                        help="grade everything again (default: keep what an earlier run in the out folder graded)")
 
 
 def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -> None:
-    """Grade, then print the score table, the summary and where everything went."""
+    """Grade, then print the score table, the summary and where everything went.
+
+    A batch system stops a job with SIGTERM (Slurm at its time limit, scancel): it is handled as Ctrl-C is.
+    """
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     results = grade.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
-                                cell_timeout=args.cell_timeout, root=root,
-                                env={"COURSE_FAST": "1"} if args.fast else None)
+                                cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
+                                shard=getattr(args, "shard", None), env={"COURSE_FAST": "1"} if args.fast else None)
     print(grade.format_table(results))
     print(grade.summary(results))
-    print(f"wrote {out / 'grades.csv'}, {out / 'gradebook.db'} and {out / 'feedback'}/")
+    print(f"wrote {out / gradebook.CSV_NAME}, {out / gradebook.LMS_NAME}, {out / 'gradebook.db'} and "
+          f"{out / 'feedback'}/")
 
 
 if __name__ == "__main__":

@@ -14,28 +14,34 @@ gradebook into DIR/gradebook.db as results arrive, one at a time. A submission t
 limit is stopped with its whole process tree: nbgrader, its kernel and every rank the kernel forked
 (autograder/processes.py). Tampering is looked for before a submission runs (autograder/tamper.py).
 
-Out (DIR, default ./graded): gradebook.db, grades.csv, autograded/, feedback/<student>/<assignment>/*.html
-and grading-logs/ (nbgrader's log of every submission). `make autograde` is this same grading, of the course
-root's submitted/ folder, into the course root itself.
+Out (DIR, default ./graded): gradebook.db, grades.csv, lms-grades.csv, autograded/,
+feedback/<student>/<assignment>/*.html and grading-logs/ (nbgrader's log of every submission). `make autograde`
+is this same grading, of the course root's submitted/ folder, into the course root itself.
+
+A run resumes where an interrupted one stopped (Ctrl-C stops every running submission and keeps the graded
+ones); `--fresh` grades everything again. `--shard i/n` grades one shard of the students, for a batch system
+to spread a class over machines; `python -m autograder merge OUT SHARD...` joins the shards (gradebook.py).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import csv
+import hashlib
 import html
 import json
 import os
 import re
 import shutil
-import sqlite3
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import gradebook
+from autograder.gradebook import LOGS
 from autograder.pipeline import (
     REPO_ROOT,
     PipelineError,
@@ -47,12 +53,15 @@ from autograder.pipeline import (
     read_score,
     run_nbgrader,
 )
+from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
 from autograder.tamper import find_tampering, meta, reported_by_nbgrader
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
 # against the file name; a .zip's name gives the student and the notebooks inside it are taken as they are.
 LMS_PATTERN = r".*_(?P<student_id>\w+)_attempt_(?P<timestamp>[0-9\-]+)_(?P<file_id>\w+)"
-LOGS = "grading-logs"  # in the out folder: nbgrader's log of every submission
+# What nbgrader's exchange puts beside a submitted notebook: when it was submitted (late penalties) and the secret
+# that release_feedback and fetch_feedback match the feedback with. They go along into autograded/ and feedback/.
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
 
@@ -65,6 +74,7 @@ class Entry:
     assignment: str
     notebooks: dict[str, Path]
     notes: list[str] = field(default_factory=list)  # said to the student and put in the CSV
+    extras: dict[str, Path] = field(default_factory=dict)  # EXCHANGE_FILES found beside the notebooks
 
 
 @dataclass
@@ -81,6 +91,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     root: Path | None = None  # the worker's course root (removed once merged)
     tag: str = ""  # the tag of its processes (autograder.processes)
+    fingerprint: str = ""  # of the submission's files (a resumed run keeps the result while they are unchanged)
 
 
 # ---- finding the submissions ---------------------------------------------------------------------------------
@@ -102,7 +113,8 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
             if folder.name not in known:
                 raise PipelineError(f"{folder}: no assignment '{folder.name}' (assignments: {', '.join(known)})")
             nbs = {p.name: p for p in sorted(folder.glob("*.ipynb"))}
-            entries[(student_dir.name, folder.name)] = Entry(student_dir.name, folder.name, nbs)
+            extras = {name: folder / name for name in EXCHANGE_FILES if (folder / name).is_file()}
+            entries[(student_dir.name, folder.name)] = Entry(student_dir.name, folder.name, nbs, extras=extras)
     for path in sorted(p for p in submissions.iterdir() if p.is_file() and p.suffix in (".ipynb", ".zip")):
         match = re.match(LMS_PATTERN, path.stem)
         if not match:
@@ -188,6 +200,7 @@ def prepare_template(assignments: list[str], work: Path, root: Path = REPO_ROOT)
         shutil.copytree(course_dir(root, "source") / assignment, course_dir(template, "source") / assignment)
     run_nbgrader("generate_assignment", "*", "--force", f"--CourseDirectory.release_directory={template / 'release'}",
                  root=template)
+    gradebook.canonical_ids(template / "gradebook.db")  # the same ids in every run: shards and resumes merge
     return template
 
 
@@ -210,6 +223,8 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         dest.mkdir(parents=True)
         for name, nb in notebooks.items():
             (dest / name).write_text(json.dumps(nb))
+        for name, path in entry.extras.items():
+            shutil.copy(path, dest / name)
         args = [entry.assignment, "--force", f"--student={entry.student}",
                 "--OverwriteCells.add_missing_cells=True"]  # a deleted test cell is put back and run
         if cell_timeout is not None:
@@ -293,24 +308,6 @@ def _max_score(template: Path, assignment: str) -> float:
     return total
 
 
-# ---- merging into the class gradebook --------------------------------------------------------------------------
-
-
-def merge_gradebook(into: Path, source: Path) -> None:
-    """Copy every row of gradebook `source` that `into` lacks (ids are uuids; the shared ones are the template's)."""
-    con = sqlite3.connect(into)
-    try:
-        con.execute("ATTACH DATABASE ? AS w", (str(source),))
-        tables = [r[0] for r in con.execute("SELECT name FROM w.sqlite_master WHERE type='table'")]
-        with con:
-            for table in tables:
-                if table != "alembic_version":
-                    con.execute(f'INSERT OR IGNORE INTO main."{table}" SELECT * FROM w."{table}"')
-        con.execute("DETACH DATABASE w")
-    finally:
-        con.close()
-
-
 # ---- the whole class ------------------------------------------------------------------------------------------
 
 
@@ -319,46 +316,149 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """"2/3" -> (2, 3): the second of three shards (1 <= i <= n, as Slurm's --array=1-n numbers its tasks)."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise PipelineError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 2/3")
+    return int(match[1]), int(match[2])
+
+
+def shard_of(student: str, count: int) -> int:
+    """The shard (1..count) of a student: from a hash of the id, so every machine splits a class the same way."""
+    return int(hashlib.sha256(student.encode()).hexdigest(), 16) % count + 1
+
+
+def fingerprint(entry: Entry) -> str:
+    """A hash of a submission's files: a resumed run keeps a result only if the submission is unchanged."""
+    digest = hashlib.sha256()
+    for name, path in sorted({**entry.notebooks, **entry.extras}.items()):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = 600.0,
                 cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
-                root: Path = REPO_ROOT, progress: Callable[[str], None] = print) -> list[Result]:
-    """Grade every submission; write out/gradebook.db, out/grades.csv, out/autograded/, out/feedback/.
+                root: Path = REPO_ROOT, progress: Callable[[str], None] = print,
+                shard: tuple[int, int] | None = None, fresh: bool = False) -> list[Result]:
+    """Grade every submission; write out/gradebook.db, grades.csv, lms-grades.csv, autograded/ and feedback/.
 
-    What those hold from an earlier run is replaced. `workers` submissions are graded at once (default: one per
-    core), each within `timeout` seconds; `cell_timeout` overrides nbgrader's per-cell limit; `env` reaches the
-    grading kernels (e.g. {"COURSE_FAST": "1"}); `progress` gets one line per finished submission.
+    `workers` submissions are graded at once (default: one per core), each within `timeout` seconds;
+    `cell_timeout` overrides nbgrader's per-cell limit; `env` reaches the grading kernels (e.g.
+    {"COURSE_FAST": "1"}); `progress` gets one line per finished submission. `shard` (i, n) grades only the
+    students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders.
+
+    A run resumes: what `out` holds from an earlier run of the same submissions is kept, and only the rest is
+    graded (a submission whose files changed is graded again); `fresh` grades everything anew. The CSVs are
+    rewritten after every submission, so Ctrl-C (KeyboardInterrupt) keeps everything graded so far: every running
+    submission is stopped with all its processes, and the KeyboardInterrupt goes on to the caller.
     """
     workers = workers or default_workers()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("gradebook.db", "grades.csv", "autograded", "feedback", LOGS):
-        path = out / stale
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    (out / LOGS).mkdir()
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
     try:
         entries = collect(Path(submissions), work, root)
-        template = prepare_template(sorted({e.assignment for e in entries}), work, root)
-        shutil.copy(template / "gradebook.db", out / "gradebook.db")
-        progress(f"grading {len(entries)} submissions with {workers} workers, at most {timeout:g} s each")
-        start = time.monotonic()
-        results = []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(grade_one, e, template, work, timeout=timeout, cell_timeout=cell_timeout,
-                                   env=env) for e in entries]
-            for future in concurrent.futures.as_completed(futures):
-                r = future.result()
-                _absorb(r, out)
-                results.append(r)
-                flag = "  TAMPERED" if r.tampered else ""
-                progress(f"[{len(results)}/{len(entries)}] {r.student}/{r.assignment}: {r.status}, "
-                         f"{r.score:g}/{r.max_score:g} in {r.seconds:.0f} s{flag}  ({time.monotonic() - start:.0f} s)")
-        results.sort(key=lambda r: (r.assignment, r.student))
-        write_feedback(results, out)
-        write_csv(results, out / "grades.csv")
-        return results
+        if shard is not None:
+            entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
+        prints = {(e.assignment, e.student): fingerprint(e) for e in entries}
+        results = {} if fresh else _kept_results(out, prints)
+        _forget_all_but(out, set(results))
+        todo = [e for e in entries if (e.assignment, e.student) not in results]
+        where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
+        progress(f"{where}grading {len(todo)} submissions ({len(results)} kept from an earlier run) with "
+                 f"{workers} workers, at most {timeout:g} s each")
+        if todo:
+            template = prepare_template(sorted({e.assignment for e in todo}), work, root)
+            _add_template(out / "gradebook.db", template / "gradebook.db")
+            _grade_all(todo, prints, template, work, out, results, workers=workers, timeout=timeout,
+                       cell_timeout=cell_timeout, env=env, progress=progress)
+        ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
+        write_feedback(ordered, out)
+        gradebook.write_rows(map(row_of, ordered), out)
+        return ordered
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _grade_all(todo: list[Entry], prints: dict[tuple[str, str], str], template: Path, work: Path, out: Path,
+               results: dict[tuple[str, str], Result], *, workers: int, timeout: float, cell_timeout: float | None,
+               env: Mapping[str, str] | None, progress: Callable[[str], None]) -> None:
+    """Grade `todo` on `workers` threads into out, adding to `results`; on Ctrl-C stop everything, then re-raise.
+
+    Every process of the run carries the run's tag (autograder.processes), so that an interrupt finds and stops
+    the nbgrader, the kernel and the ranks of every submission being graded, wherever they are.
+    """
+    tag = new_tag(RUN_VARIABLE)
+    stop = threading.Event()
+    start = time.monotonic()
+
+    def one(entry: Entry) -> Result | None:
+        if stop.is_set():  # interrupted before this one started
+            return None
+        return grade_one(entry, template, work, timeout=timeout, cell_timeout=cell_timeout, env={**(env or {}), **tag})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one, e) for e in todo]
+        try:
+            for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                r = future.result()
+                r.fingerprint = prints[(r.assignment, r.student)]
+                _absorb(r, out)
+                results[(r.assignment, r.student)] = r
+                gradebook.write_rows(map(row_of, results.values()), out)
+                flag = "  TAMPERED" if r.tampered else ""
+                progress(f"[{done}/{len(todo)}] {r.student}/{r.assignment}: {r.status}, {r.score:g}/{r.max_score:g} "
+                         f"in {r.seconds:.0f} s{flag}  ({time.monotonic() - start:.0f} s)")
+        except KeyboardInterrupt:
+            stop.set()
+            for future in futures:
+                future.cancel()
+            while not all(f.done() for f in futures):  # a worker may start nbgrader just after a kill: again
+                kill_tagged(tag[RUN_VARIABLE], variable=RUN_VARIABLE, wait=1.0)
+                time.sleep(0.1)
+            raise
+
+
+def _kept_results(out: Path, prints: dict[tuple[str, str], str]) -> dict[tuple[str, str], Result]:
+    """The results of an earlier run in `out` whose submission is still there, unchanged."""
+    if not (out / "gradebook.db").is_file():
+        return {}
+    kept = {}
+    for row in gradebook.read_rows(out / gradebook.CSV_NAME):
+        key = (row["assignment"], row["student"])
+        if prints.get(key) and prints[key] == row.get("fingerprint"):
+            kept[key] = result_of(row)
+    return kept
+
+
+def _forget_all_but(out: Path, keep: set[tuple[str, str]]) -> None:
+    """Remove from `out` every submission's gradebook rows, autograded and feedback folders, except `keep`'s."""
+    if not keep:  # nothing to keep: start from an empty folder
+        for stale in ("gradebook.db", gradebook.CSV_NAME, gradebook.LMS_NAME, "autograded", "feedback", LOGS):
+            path = out / stale
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    else:
+        from nbgrader.api import Gradebook  # slow to import: only when needed
+
+        with Gradebook(gradebook_url(out), nbgrader_config().CourseDirectory.course_id) as gb:
+            for sub in [s for a in gb.assignments for s in a.submissions]:
+                if (sub.assignment.name, sub.student.id) not in keep:
+                    gb.remove_submission(sub.assignment.name, sub.student.id)
+        for step in ("autograded", "feedback"):
+            for folder in course_dir(out, step).glob("*/*"):
+                if folder.is_dir() and (folder.name, folder.parent.name) not in keep:
+                    shutil.rmtree(folder)
+    (out / LOGS).mkdir(exist_ok=True)
+
+
+def _add_template(db: Path, template: Path) -> None:
+    """Start the class gradebook from the template, or add the template's new assignments to the one there."""
+    if db.is_file():
+        gradebook.check_same_template(db, template, "this run")
+        gradebook.merge_gradebook(db, template)
+    else:
+        shutil.copy(template, db)
 
 
 def _absorb(r: Result, out: Path) -> None:
@@ -369,7 +469,7 @@ def _absorb(r: Result, out: Path) -> None:
     if log.is_file():
         shutil.copy(log, out / LOGS / f"{r.student}-{r.assignment}.log")
     if r.status == GRADED:
-        merge_gradebook(out / "gradebook.db", r.root / "gradebook.db")
+        gradebook.merge_gradebook(out / "gradebook.db", r.root / "gradebook.db")
         shutil.copytree(course_dir(r.root, "autograded") / r.student / r.assignment,
                         course_dir(out, "autograded") / r.student / r.assignment)
     shutil.rmtree(r.root, ignore_errors=True)
@@ -400,18 +500,19 @@ def work_source(out: Path) -> str:
     return str(source)
 
 
-CSV_FIELDS = ("student", "assignment", "status", "score", "max_score", "seconds", "tampered", "notes")
+def row_of(r: Result) -> dict[str, str]:
+    """A result as a row of grades.csv (gradebook.CSV_FIELDS); tampering and notes joined with "; "."""
+    return {"student": r.student, "assignment": r.assignment, "status": r.status, "score": f"{r.score:g}",
+            "max_score": f"{r.max_score:g}", "seconds": f"{r.seconds:.0f}", "tampered": "; ".join(r.tampered),
+            "notes": "; ".join(r.notes), "fingerprint": r.fingerprint}
 
 
-def write_csv(results: list[Result], path: Path) -> Path:
-    """One row per submission (CSV_FIELDS); tampering and notes joined with "; "."""
-    with Path(path).open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(CSV_FIELDS)
-        for r in results:
-            writer.writerow([r.student, r.assignment, r.status, f"{r.score:g}", f"{r.max_score:g}",
-                             f"{r.seconds:.0f}", "; ".join(r.tampered), "; ".join(r.notes)])
-    return Path(path)
+def result_of(row: dict[str, str]) -> Result:
+    """A row of grades.csv as a result again (for a resumed run)."""
+    split = lambda text: text.split("; ") if text else []  # noqa: E731
+    return Result(row["student"], row["assignment"], row["status"], float(row["score"]), float(row["max_score"]),
+                  float(row["seconds"]), tampered=split(row["tampered"]), notes=split(row["notes"]),
+                  fingerprint=row.get("fingerprint", ""))
 
 
 def format_table(results: list[Result]) -> str:

@@ -10,6 +10,7 @@ wherever it lives. `--CourseDirectory.root=...` on the command line overrides it
 temporary course root that way, without touching the repository's gradebook).
 """
 
+import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821  (traitlets puts get_config in this file's namespace)
@@ -67,3 +68,15 @@ c.IncludeHeaderFooter.header = str(Path(__file__).resolve().with_name("release_h
 # defaults it also drops the per-cell timing metadata JupyterLab ("execution") and the ExecuteTime
 # extension write, so that running a solution notebook never changes course/.
 c.ClearOutput.remove_metadata_fields = {"collapsed", "scrolled", "execution", "ExecuteTime"}
+
+# ---- feedback: no hidden test in what students get back ---------------------------------------------------
+# nbgrader's feedback preprocessors, then its own ClearHiddenTests (what generate_assignment uses) and the
+# course's TestErrorsOnly (a test cell's error keeps only its last line): autograder/feedback.py says why.
+# nbgrader runs anywhere (a class folder, formgrader), so the course root goes on sys.path for the import.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+from autograder.feedback import TestErrorsOnly  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests, TestErrorsOnly]

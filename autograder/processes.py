@@ -14,28 +14,29 @@ import uuid
 
 import psutil
 
-TAG_VARIABLE = "AUTOGRADER_GRADE_TAG"
+TAG_VARIABLE = "AUTOGRADER_GRADE_TAG"  # one nbgrader command and everything it starts
+RUN_VARIABLE = "AUTOGRADER_RUN_TAG"  # one class grading run: every submission's processes
 
 
-def new_tag() -> dict[str, str]:
+def new_tag(variable: str = TAG_VARIABLE) -> dict[str, str]:
     """A fresh tag, as the environment variable to add to the process that starts a run."""
-    return {TAG_VARIABLE: uuid.uuid4().hex}
+    return {variable: uuid.uuid4().hex}
 
 
-def tagged_processes(tag: str) -> list[int]:
-    """The pids of live (not zombie) processes whose environment holds TAG_VARIABLE=tag."""
+def tagged_processes(tag: str, variable: str = TAG_VARIABLE) -> list[int]:
+    """The pids of live (not zombie) processes whose environment holds variable=tag."""
     pids = []
     for proc in psutil.process_iter():
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(TAG_VARIABLE) == tag:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(variable) == tag:
                 pids.append(proc.pid)
         except (psutil.Error, OSError):  # gone, not ours, or not readable on this system
             continue
     return pids
 
 
-def kill_tagged(tag: str, group: int | None = None, wait: float = 10.0) -> list[int]:
-    """SIGKILL every process with the tag (and the process group `group`); return the pids killed.
+def kill_tagged(tag: str, group: int | None = None, wait: float = 10.0, variable: str = TAG_VARIABLE) -> list[int]:
+    """SIGKILL every process with variable=tag (and the process group `group`); return the pids killed.
 
     Keeps killing until none is left or `wait` seconds have passed: a process may fork while it dies.
     """
@@ -46,7 +47,7 @@ def kill_tagged(tag: str, group: int | None = None, wait: float = 10.0) -> list[
         except OSError:
             pass
     end = time.monotonic() + wait
-    while pids := tagged_processes(tag):
+    while pids := tagged_processes(tag, variable):
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)

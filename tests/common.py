@@ -7,7 +7,9 @@ tests/test_labNN.py, holds only what is particular to it. `pytest -m lab02` runs
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import socket
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +30,8 @@ CELL_TIMEOUT = float(pipeline.nbgrader_config().Execute.timeout)  # nbgrader's p
 
 __all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "KILL_SLACK", "ROOT", "SOLUTIONS", "GradingRun",
            "autograded", "cell_seconds", "cells_losing_points", "free_port", "graded_cells", "lab_marker",
-           "lab_params", "meta", "notebook", "source", "without_hidden_tests"]
+           "lab_params", "meta", "notebook", "page_text", "secret_lines", "source", "text_lines",
+           "without_hidden_tests"]
 
 
 def lab_marker(assignment: str) -> str:
@@ -56,6 +59,29 @@ def notebook(path: Path) -> dict:
 def graded_cells(nb: dict, kind: str = "grade") -> dict[str, dict]:
     """grade_id -> cell, for the test cells ("grade") or the solution cells ("solution") of a notebook."""
     return {meta(c)["grade_id"]: c for c in nb["cells"] if meta(c).get(kind)}
+
+
+def secret_lines(assignment: str, region: re.Pattern) -> set[str]:
+    """The lines of an assignment's solution notebook inside `region` (corpus.common's SOLUTION or HIDDEN) that
+    appear nowhere in the student release, stripped, of 20 characters or more (a bare `]` says nothing). A later
+    lab may hand out an earlier lab's answer on purpose (lab 02 gives lab 00's): a line of the release is no secret.
+    Compare with whole lines (`text_lines`): a secret `f(x)` is a part of the visible `def f(x) -> int:`."""
+    [solution] = sorted((SOLUTIONS / assignment).glob("*.ipynb"))
+    regions = "\n".join(m[0] for cell in notebook(solution)["cells"] for m in region.finditer(source(cell)))
+    visible = {line.strip() for path in COURSE.glob("*/*.ipynb")
+               for cell in notebook(path)["cells"] for line in source(cell).splitlines()}
+    return {s for line in regions.splitlines() if len(s := line.strip()) >= 20 and not s.startswith("### ")
+            and s not in visible}
+
+
+def text_lines(text: str) -> set[str]:
+    """The stripped lines of a text: what `secret_lines` are compared with."""
+    return {line.strip() for line in text.splitlines()}
+
+
+def page_text(page: Path) -> str:
+    """An HTML page as a reader sees it: tags dropped (syntax highlighting too), entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", Path(page).read_text()))
 
 
 def without_hidden_tests(text: str) -> str:

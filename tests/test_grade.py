@@ -11,19 +11,30 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from autograder import grade
+from autograder import grade, pipeline
 from autograder.__main__ import main
 from autograder.pipeline import PipelineError
 from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
 from tests import corpus
-from tests.common import KILL_SLACK
-from tests.corpus.common import write_case
+from tests.common import (
+    ASSIGNMENTS,
+    KILL_SLACK,
+    GradingRun,
+    lab_params,
+    meta,
+    notebook,
+    page_text,
+    secret_lines,
+    text_lines,
+)
+from tests.corpus.common import HIDDEN, write_case
 
 
 @pytest.mark.slow
@@ -90,3 +101,33 @@ def test_a_tagged_process_and_its_children_are_found_and_stopped() -> None:
         assert not tagged_processes(tag[TAG_VARIABLE])
     finally:
         proc.kill()
+
+
+# ---- feedback keeps the hidden tests hidden (reads the session's grading run) ------------------------------------
+
+
+@pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
+def test_feedback_shows_failures_but_no_hidden_test(grading: GradingRun, assignment: str) -> None:
+    """Every submission's nbgrader feedback: no line of a hidden test, in the source or in a traceback; each
+    failing test cell's error message and its score are there; the solution's pages show no error at all
+    (lab 00's deliberate deadlock is caught and printed, not raised)."""
+    hidden = secret_lines(assignment, HIDDEN)
+    assert hidden, f"{assignment} has no hidden test lines to look for"
+    for (a, student), r in grading.results.items():
+        if a != assignment or r.status != grade.GRADED:
+            continue
+        feedback = pipeline.course_dir(grading.out, "feedback") / student / assignment
+        for path in sorted((pipeline.course_dir(grading.out, "autograded") / student / assignment).glob("*.ipynb")):
+            nb, page = notebook(path), feedback / f"{path.stem}.html"
+            raw, text = page.read_text(), page_text(page)
+            leaked = sorted(hidden & text_lines(text))
+            assert not leaked, f"{student}/{assignment}: the feedback shows hidden test lines: {leaked[:5]}"
+            for cell in nb["cells"]:
+                info = meta(cell)
+                if info.get("grade") and not info.get("solution") and (errors := grade.cell_errors(cell)):
+                    first = errors[0].splitlines()[0]
+                    assert first in text, f"{student}/{assignment}: {info['grade_id']}'s error is not shown: {first}"
+            assert re.search(r"Score: [\d.]+ / [\d.]+", text), f"{student}/{assignment}: no score in {page.name}"
+            if student == "solution":
+                assert "output_error" not in raw and "output_stderr" not in raw, \
+                    f"the solution's feedback of {assignment} shows an error or stderr output"

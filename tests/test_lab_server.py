@@ -60,8 +60,8 @@ ROOT_NOTE = "running as root"  # what `make lab` says when it passes --allow-roo
 
 
 @contextlib.contextmanager
-def make_lab(tmp: Path):
-    """`make lab` on a free port: yields (Lab, its log).
+def make_lab(tmp: Path, repo: Path = REPO, target: str = "lab", make_options: tuple[str, ...] = ()):
+    """`make lab` (or `target`) of `repo` on a free port: yields (Lab, its log).
 
     No --allow-root is passed: as root, `make lab` must add it by itself. User-level Jupyter folders and HOME
     point into tmp: only what `make` put in the venv counts, and nothing is written into a home folder.
@@ -72,16 +72,16 @@ def make_lab(tmp: Path):
                JUPYTER_DATA_DIR=str(tmp / "data"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
     env.pop("MAKEFLAGS", None)  # under `make test`: start `make lab` as a student would, not as a sub-make
     log = open(tmp / "lab.log", "w+")
-    proc = subprocess.Popen(["make", "lab", f"LAB_ARGS={lab_args}"], cwd=REPO, env=env, stdout=log,
+    proc = subprocess.Popen(["make", *make_options, target, f"LAB_ARGS={lab_args}"], cwd=repo, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         server = Lab(f"http://127.0.0.1:{port}", token)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"`make lab` exited with {proc.returncode}:\n{log_tail(log)}")
+                pytest.fail(f"`make {target}` exited with {proc.returncode}:\n{log_tail(log)}")
             if time.monotonic() > deadline:
-                pytest.fail(f"`make lab` did not answer within {START_TIMEOUT_S} s:\n{log_tail(log)}")
+                pytest.fail(f"`make {target}` did not answer within {START_TIMEOUT_S} s:\n{log_tail(log)}")
             try:
                 if server.request("/api/status")[0] == 200:
                     break

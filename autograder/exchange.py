@@ -1,0 +1,40 @@
+"""nbgrader's exchange, the instructor's side: hand a lab out, collect the submissions, return the feedback.
+
+The round trip on one machine (or on a JupyterHub, where the exchange is a shared folder):
+
+    make release-lab LAB=00_ranks_and_alpha_beta   # course/<lab> -> the exchange (nbgrader release_assignment)
+    (students: Assignments tab of JupyterLab: Fetch, solve, Submit)
+    make collect LAB=00_ranks_and_alpha_beta       # the exchange -> submitted/<student>/<lab>/ (nbgrader collect)
+    make autograde                                 # submitted/ -> gradebook.db, grades.csv, feedback/
+    make return-feedback LAB=00_ranks_and_alpha_beta   # feedback/ -> the exchange (nbgrader release_feedback)
+    (students: Assignments tab: Fetch Feedback)
+
+The exchange folder is nbgrader's Exchange.root: `make` sets it up inside the virtual environment (so that
+`make lab` on the same machine sees it); a JupyterHub sets its own in a system-wide nbgrader_config.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autograder.pipeline import REPO_ROOT, NbgraderRun, PipelineError, assignment_names, run_nbgrader
+
+# Our step -> (nbgrader command, its options). --force: a lab released again (a fix) replaces the one in the
+# exchange; --update: a student's newer submission replaces the one collected before.
+STEPS = {
+    "release-lab": ("release_assignment", ("--force",)),
+    "collect": ("collect", ("--update",)),
+    "return-feedback": ("release_feedback", ()),
+}
+
+
+def exchange_step(step: str, assignment: str, root: Path = REPO_ROOT, exchange: Path | None = None) -> NbgraderRun:
+    """Run one instructor step of the exchange for an assignment; `exchange` overrides nbgrader's Exchange.root."""
+    if step not in STEPS:
+        raise PipelineError(f"no exchange step {step!r} (steps: {', '.join(STEPS)})")
+    known = assignment_names(root)
+    if assignment not in known:
+        raise PipelineError(f"no assignment {assignment!r} in solutions/ (assignments: {', '.join(known)})")
+    command, options = STEPS[step]
+    where = [f"--Exchange.root={Path(exchange).resolve()}"] if exchange is not None else []
+    return run_nbgrader(command, assignment, *options, *where, root=root)

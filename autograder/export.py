@@ -1,0 +1,121 @@
+"""The student edition of the course: what a class gets, without solutions, hidden tests, references or mutants.
+
+    python -m autograder export OUT        # (make student-repo OUT=dir)
+
+OUT becomes a git repository with one commit, ready to push: course/ (the release, every lab in it), utils/,
+the pinned requirements.txt, environment.yml and pyproject.toml (the install of utils/), and three files made
+from this repository's own:
+- Makefile: this Makefile's variables and its set-up, `help`, `lab` and `clean` rules, and a `test` rule that runs
+  the visible tests (STUDENT_TEST_RULE): nothing is written twice, so the student's `make lab` is the same;
+- README.md: this README's student sections (STUDENT_SECTIONS), under a note on what the edition is;
+- tests/test_labs.py: autograder/student_tests.py, every lab's visible tests as the Validate button runs them.
+Nothing else is copied: solutions/, autograder/ and tests/ stay here. `leaks` checks the result.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from autograder.pipeline import REPO_ROOT, PipelineError, course_dir
+
+COPIED = ("utils", "requirements.txt", "environment.yml", "pyproject.toml", ".gitignore")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
+STUDENT_RULES = {"help", "$(STAMP)", "lab", "clean"}  # the Makefile rules a student gets as they are
+STUDENT_TEST_RULE = """\
+test: $(STAMP)  ## every lab's visible tests, as the Validate button runs them (one lab: make test LAB=01)
+\t$(BIN)/python -m pytest tests $(if $(LAB),-k "$(LAB)") $(PYTEST_ARGS)
+"""
+STUDENT_SECTIONS = ("Quick start (students)", "The labs", "How ranks run from a notebook", "Conda users",
+                    "Troubleshooting")
+EDITION_NOTE = """\
+## This repository
+
+The student edition of the course: the notebooks in `course/` and the small library they import, `utils/`.
+`make test` runs the visible tests of every lab, the same check as the *Validate* button
+(`make test LAB=01` for one lab); every test fails with `NotImplementedError` until you solve its exercise.
+Your instructor grades with more tests than the ones you see.
+"""
+# What must never reach students: nbgrader's markers of answers and hidden tests, and the instructor's folders.
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+INSTRUCTOR_PATHS = ("solutions", "autograder", "tests/corpus", "submitted", "autograded", "feedback", "gradebook.db")
+
+
+def export(out: Path, root: Path = REPO_ROOT) -> Path:
+    """Write the student edition of `root` into `out` (new or empty) as a git repository; return `out`."""
+    out = Path(out).resolve()
+    if out.exists() and any(out.iterdir()):
+        raise PipelineError(f"{out} is not empty: the student edition goes into a new or empty folder")
+    release = course_dir(root, "release")
+    if not any(release.glob("*/*.ipynb")):
+        raise PipelineError(f"no notebooks in {release}: run `make release` first")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(release, out / "course", ignore=IGNORED)
+    for name in COPIED:
+        source = Path(root) / name
+        shutil.copytree(source, out / name, ignore=IGNORED) if source.is_dir() else shutil.copy(source, out / name)
+    (out / "Makefile").write_text(student_makefile((Path(root) / "Makefile").read_text()))
+    (out / "README.md").write_text(student_readme((Path(root) / "README.md").read_text()))
+    (out / "tests").mkdir()
+    shutil.copy(Path(__file__).with_name("student_tests.py"), out / "tests" / "test_labs.py")
+    if found := leaks(out):
+        shutil.rmtree(out)
+        raise PipelineError("the student edition would hold answers; nothing was written:\n  " + "\n  ".join(found))
+    _git_commit(out)
+    return out
+
+
+def student_makefile(makefile: str) -> str:
+    """The Makefile's paragraphs (blank-line separated) that define variables or STUDENT_RULES, and the test rule.
+
+    A paragraph that defines any other rule is left out whole, and so is the .PHONY line (a new one is written).
+    """
+    kept = []
+    for paragraph in re.split(r"\n\s*\n", makefile.strip()):
+        rules = set(re.findall(r"^([^\s#=:][^=:]*):(?!=)", paragraph, re.MULTILINE))
+        if rules <= STUDENT_RULES:
+            kept.append(paragraph)
+    missing = STUDENT_RULES - {r for p in kept for r in re.findall(r"^([^\s#=:][^=:]*):(?!=)", p, re.MULTILINE)}
+    if missing:
+        raise PipelineError(f"the Makefile has no rule {', '.join(sorted(missing))} for the student edition")
+    phony = ".PHONY: " + " ".join(sorted(r for r in STUDENT_RULES | {"test"} if not r.startswith("$")))
+    return "\n\n".join([kept[0], phony, *kept[1:], STUDENT_TEST_RULE.strip()]) + "\n"
+
+
+def student_readme(readme: str) -> str:
+    """The README's title and introduction, EDITION_NOTE, and its STUDENT_SECTIONS (## headings) in their order."""
+    intro, *rest = re.split(r"^(?=## )", readme, flags=re.MULTILINE)
+    sections = {s.splitlines()[0].removeprefix("## ").strip(): s for s in rest}
+    missing = [title for title in STUDENT_SECTIONS if title not in sections]
+    if missing:
+        raise PipelineError(f"README.md has no section {missing} for the student edition")
+    return intro + EDITION_NOTE + "\n" + "".join(sections[title] for title in STUDENT_SECTIONS)
+
+
+def leaks(folder: Path) -> list[str]:
+    """What in `folder` must not reach students: an instructor path, a file holding nbgrader's answer markers."""
+    found = [f"{p}/ is the instructor's" for p in INSTRUCTOR_PATHS if (folder / p).exists()]
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.relative_to(folder).parts):
+        text = path.read_text(errors="replace")
+        found += [f"{path.relative_to(folder)} holds '{m}'" for m in MARKERS if m in text]
+    return found
+
+
+def _git_commit(out: Path) -> None:
+    """`git init` and one commit of everything, as the instructor's git identity or, without one, the course's."""
+    identity = {} if _git("config", "user.email", cwd=out, check=False).stdout.strip() else {
+        "GIT_AUTHOR_NAME": "DDP course", "GIT_AUTHOR_EMAIL": "ddp-course@example.invalid",
+        "GIT_COMMITTER_NAME": "DDP course", "GIT_COMMITTER_EMAIL": "ddp-course@example.invalid"}
+    _git("init", "--quiet", "--initial-branch=main", cwd=out)
+    _git("add", "--all", cwd=out)
+    _git("commit", "--quiet", "-m", "Student edition of the DDP course", cwd=out, env=identity)
+
+
+def _git(*args: str, cwd: Path, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if check and done.returncode != 0:
+        raise PipelineError(f"git {' '.join(args)} failed in {cwd}:\n{done.stdout}{done.stderr}")
+    return done

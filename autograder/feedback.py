@@ -1,0 +1,34 @@
+"""Students' HTML feedback that keeps the hidden tests hidden (wired in by autograder/nbgrader_config.py).
+
+What nbgrader 0.9.6 offers, and what it lacks:
+- `GenerateFeedback.preprocessors` is configurable (nbgrader/converters/generate_feedback.py), and nbgrader's own
+  `ClearHiddenTests` (the preprocessor that makes the student release) removes the hidden regions from the test
+  cells' source: the config appends it. Autograding puts the hidden tests back into every test cell
+  (OverwriteCells), which is why the feedback shows them by default (jupyter/nbgrader#917, open).
+- The error output of a failing test cell still quotes its source: IPython's traceback prints the lines around
+  the failing one. nbgrader's only traceback option, `LimitOutput.max_traceback`, runs during autograding (the
+  instructor's copy would lose the tracebacks too) and keeps the first frames, which are the test cell's own.
+  `TestErrorsOnly` below cuts a test cell's traceback down to its last line, `AssertionError: <message>` (or a
+  `RankHangError` saying which rank waited where): what the student needs, and no test code.
+
+The student's own cells keep their whole traceback: it quotes only code the student wrote or was given.
+"""
+
+from __future__ import annotations
+
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat.notebooknode import NotebookNode
+from nbgrader import utils
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+
+class TestErrorsOnly(NbGraderPreprocessor):
+    """In every test cell (a grade cell that is not a solution), keep of each error only `ename: evalue`."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict,
+                        cell_index: int) -> tuple[NotebookNode, ResourcesDict]:
+        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    output.traceback = [f"{output.ename}: {output.evalue}"]
+        return cell, resources

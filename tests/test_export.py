@@ -1,0 +1,120 @@
+"""The student edition (`make student-repo OUT=dir`): no answer in it, and a fresh clone of it works.
+
+The edition is exported once into a temporary folder and cloned, as a student would (tests/ and the release of
+every lab in solutions/ are found by themselves). Its Makefile is checked by running it in the clone, never in
+this repository: the clone's .venv is this repository's, and every `make` here gets `-o .venv/.installed`
+(the set-up counts as done and is never run), so nothing in the environment is installed or changed. The
+set-up itself is the same Makefile paragraph as here, which tests/test_lab_server.py and CI check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autograder import export
+from tests.common import (
+    ASSIGNMENTS,
+    COURSE,
+    ROOT,
+    lab_params,
+    meta,
+    notebook,
+    secret_lines,
+    source,
+    text_lines,
+)
+from tests.corpus.common import HIDDEN, SOLUTION
+from tests.test_lab_server import make_lab
+
+SET_UP_DONE = ("-o", ".venv/.installed")  # make: take the set-up as done, never run it
+GENERATED = {"Makefile", "README.md", "tests/test_labs.py"}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clone of a fresh export, with this repository's environment as its .venv."""
+    tmp = tmp_path_factory.mktemp("edition")
+    edition = export.export(tmp / "edition")
+    done = subprocess.run(["git", "clone", "--quiet", str(edition), str(tmp / "clone")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (tmp / "clone" / ".venv").symlink_to((ROOT / ".venv").resolve())
+    return tmp / "clone"
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file of a clone (git's own folder and the .venv link aside): relative path -> bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not {".git", ".venv"} & set(p.relative_to(folder).parts)}
+
+
+def student_text(name: str, data: bytes) -> str:
+    """A file as its reader sees it: a notebook's cell sources (JSON escapes every line break), any other as is."""
+    text = data.decode(errors="replace")
+    return "\n".join(source(cell) for cell in json.loads(text)["cells"]) if name.endswith(".ipynb") else text
+
+
+def make(clone: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", *SET_UP_DONE, *args], cwd=clone, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_every_file_is_a_student_file(clone: Path) -> None:
+    """Each file is a copy of course/, utils/ or a set-up file of this repository, or one of the three made for
+    students: so no solutions/, autograder/ (reference implementations) or tests/corpus (broken submissions)."""
+    ours = {**{f"course/{k}": v for k, v in files(COURSE).items()}, **{f"utils/{k}": v for k, v in
+            files(ROOT / "utils").items() if "__pycache__" not in k}}
+    ours.update({name: (ROOT / name).read_bytes() for name in export.COPIED if (ROOT / name).is_file()})
+    theirs = files(clone)
+    strays = sorted(name for name, data in theirs.items() if name not in GENERATED and ours.get(name) != data)
+    assert not strays, f"files of the student edition that are not this repository's student files: {strays}"
+    assert GENERATED <= set(theirs), sorted(GENERATED - set(theirs))
+    assert sorted(p.name for p in (clone / "course").iterdir()) == ASSIGNMENTS
+
+
+@pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
+def test_no_answer_and_no_hidden_test_anywhere(clone: Path, assignment: str) -> None:
+    lines = set().union(*(text_lines(student_text(name, data)) for name, data in files(clone).items()))
+    for region, what in ((SOLUTION, "solution"), (HIDDEN, "hidden test")):
+        secret = secret_lines(assignment, region)
+        assert secret, f"{assignment}: no {what} lines to look for"
+        found = sorted(secret & lines)
+        assert not found, f"{assignment}: {what} lines in the student edition: {found[:5]}"
+    assert not export.leaks(clone)
+
+
+def test_leaks_finds_an_answer(tmp_path: Path) -> None:
+    """The export's own last check refuses a folder with a solution region or an instructor's folder."""
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "a.ipynb").write_text('{"source": "### BEGIN SOLUTION"}')
+    assert len(export.leaks(tmp_path)) == 2
+
+
+def test_makefile_has_the_student_targets_only(clone: Path) -> None:
+    helped = make(clone, "help")
+    assert helped.returncode == 0, helped.stderr
+    assert sorted(line.split()[0] for line in helped.stdout.splitlines()) == ["clean", "help", "lab", "test"]
+    dry = make(clone, "-n", "test", "LAB=00")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip() == '.venv/bin/python -m pytest tests -k "00"', dry.stdout
+
+
+def test_a_fresh_make_lab_serves_the_course_and_validates(clone: Path, tmp_path: Path) -> None:
+    """`make lab` in the clone serves every lab; the Validate button's check of the untouched first notebook runs
+    (nbgrader validate, in the server) and reports each exercise's test as failing with its NotImplementedError."""
+    [first] = sorted((clone / "course" / ASSIGNMENTS[0]).glob("*.ipynb"))
+    with make_lab(tmp_path, repo=clone, make_options=SET_UP_DONE) as (lab, _):
+        listed = {item["name"] for item in lab.json("/api/contents")["content"]}
+        assert listed == set(ASSIGNMENTS)
+        reply = lab.json("/assignments/validate", "POST", {"path": first.relative_to(clone / "course").as_posix()})
+    assert reply["success"], reply
+    value = json.loads(reply["value"]) if isinstance(reply["value"], str) else reply["value"]
+    errors = [f["raw_error"] for f in value.get("failed", [])]
+    tests = [c for c in notebook(first)["cells"] if meta(c).get("grade") and not meta(c).get("solution")]
+    assert tests and len(errors) == len(tests), f"{len(tests)} test cells, failures reported: {errors}"
+    assert all("NotImplementedError" in e for e in errors), errors
