@@ -375,6 +375,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
                        cell_timeout=cell_timeout, env=env, progress=progress)
         ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
         write_feedback(ordered, out)
+        _copy_exchange_files(entries, out)
         gradebook.write_rows(map(row_of, ordered), out)
         return ordered
     finally:
@@ -473,6 +474,16 @@ def _absorb(r: Result, out: Path) -> None:
         shutil.copytree(course_dir(r.root, "autograded") / r.student / r.assignment,
                         course_dir(out, "autograded") / r.student / r.assignment)
     shutil.rmtree(r.root, ignore_errors=True)
+
+
+def _copy_exchange_files(entries: list[Entry], out: Path) -> None:
+    """Put EXCHANGE_FILES beside every submission's feedback: nbgrader's release_feedback needs them for every page,
+    also the report of a submission that nbgrader never graded (its autograded/ folder would have brought them)."""
+    for entry in entries:
+        folder = course_dir(out, "feedback") / entry.student / entry.assignment
+        for name, path in entry.extras.items():
+            if folder.is_dir() and not (folder / name).exists():
+                shutil.copy(path, folder / name)
 
 
 def write_feedback(results: list[Result], out: Path) -> None:

@@ -10,15 +10,22 @@
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import SAWarning
 
-from autograder import grade, pipeline
+from autograder import grade, gradebook, pipeline
 from autograder.__main__ import main
 from autograder.pipeline import PipelineError
 from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
@@ -131,3 +138,147 @@ def test_feedback_shows_failures_but_no_hidden_test(grading: GradingRun, assignm
             if student == "solution":
                 assert "output_error" not in raw and "output_stderr" not in raw, \
                     f"the solution's feedback of {assignment} shows an error or stderr output"
+
+
+# ---- shards, merging, resuming: the class machinery, with a stand-in for nbgrader ----------------------------------
+# Grading itself is what the session's grading run checks. Here nbgrader's two commands are stood in for by the same
+# gradebook writes through nbgrader's own API, so that three shards, a whole run and a resumed one cost no kernel:
+# generate_assignment registers an assignment of two test cells (with its own random ids, as nbgrader would), and
+# autograde scores a student's cells from the student's name. Everything else is the real grade_class and merge.
+
+TINY, CELLS = "tiny", {"q1": 2.0, "q2": 3.0}
+
+
+@functools.cache
+def empty_gradebook() -> bytes:
+    """An nbgrader gradebook with its tables and nothing else (nbgrader makes one in 3-8 s: it runs alembic)."""
+    import sysconfig
+
+    from nbgrader.api import Gradebook
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.environ["PATH"]
+        os.environ["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), path])  # nbgrader runs `alembic`
+        try:
+            with Gradebook(f"sqlite:///{tmp}/gradebook.db", "course"):
+                pass
+        finally:
+            os.environ["PATH"] = path
+        return Path(tmp, "gradebook.db").read_bytes()
+
+
+def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.NbgraderRun:
+    from nbgrader.api import Gradebook
+
+    if command == "generate_assignment":
+        (root / "gradebook.db").write_bytes(empty_gradebook())
+    with Gradebook(pipeline.gradebook_url(root), pipeline.nbgrader_config().CourseDirectory.course_id) as gb:
+        if command == "generate_assignment":
+            gb.add_assignment(TINY)
+            gb.add_notebook(TINY, TINY)
+            for cell, points in CELLS.items():
+                gb.add_grade_cell(cell, TINY, TINY, max_score=points, cell_type="code")
+        elif command == "autograde":
+            student = next(a for a in args if a.startswith("--student=")).split("=", 1)[1]
+            submitted = (root / "submitted" / student / TINY / f"{TINY}.ipynb").read_bytes()
+            gb.add_student(student)
+            with warnings.catch_warnings():  # nbgrader's add_submission warns about its own session, harmlessly
+                warnings.simplefilter("ignore", SAWarning)
+                gb.add_submission(TINY, student)
+            for i, cell in enumerate(CELLS):  # a score that follows from the student and what was submitted
+                grade_row = gb.find_grade(cell, TINY, TINY, student)
+                grade_row.auto_score = CELLS[cell] * ((sum(map(ord, student)) + len(submitted) + i) % 2)
+            gb.db.commit()
+            shutil.copytree(root / "submitted" / student, root / "autograded" / student)
+    return pipeline.NbgraderRun(0, "", "")
+
+
+@pytest.fixture
+def tiny_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[str]]:
+    """A course root with one tiny assignment and a class of nine students, nbgrader stood in for."""
+    root, subs = tmp_path / "root", tmp_path / "submitted"
+    nb = {"cells": [{"cell_type": "code", "source": "", "metadata": {}, "outputs": []}], "metadata": {},
+          "nbformat": 4, "nbformat_minor": 5}
+    (root / "solutions" / TINY).mkdir(parents=True)
+    (root / "solutions" / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
+    students = [f"s{i:02d}" for i in range(9)]
+    for student in students:
+        (subs / student / TINY).mkdir(parents=True)
+        (subs / student / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
+    monkeypatch.setattr(grade, "run_nbgrader", fake_nbgrader)
+    monkeypatch.setattr(grade, "write_feedback", lambda results, out: None)  # nbgrader's HTML: not the point here
+    monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: (
+        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}))
+    monkeypatch.setattr(grade, "_max_score", lambda template, assignment: sum(CELLS.values()))
+    return root, subs, students
+
+
+def scores(out: Path) -> dict[tuple[str, str, str], float]:
+    """(student, assignment, cell) -> score, from a gradebook, by names (ids may differ between gradebooks)."""
+    with sqlite3.connect(out / "gradebook.db") as con:
+        return {(s, a, c): score for s, a, c, score in con.execute(
+            "SELECT sa.student_id, a.name, bc.name, g.auto_score FROM grade g "
+            "JOIN submitted_notebook sn ON g.notebook_id = sn.id "
+            "JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+            "JOIN assignment a ON sa.assignment_id = a.id JOIN base_cell bc ON g.cell_id = bc.id")}
+
+
+def without_times(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rows), key=repr)
+
+
+def test_three_shards_merged_equal_one_run(tiny_class: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
+    """Each student lands in exactly one shard; the merged gradebook and CSVs equal those of one unsharded run,
+    although every run registered the assignment with its own random ids."""
+    root, subs, students = tiny_class
+    whole = grade.grade_class(subs, tmp_path / "whole", root=root, workers=2, progress=lambda line: None)
+    shards = [tmp_path / f"shard{i}" for i in (1, 2, 3)]
+    for i, out in enumerate(shards, 1):
+        grade.grade_class(subs, out, root=root, workers=2, shard=(i, 3), progress=lambda line: None)
+    graded = [sorted(r["student"] for r in gradebook.read_rows(out / gradebook.CSV_NAME)) for out in shards]
+    assert sorted(sum(graded, [])) == students and all(graded), f"students per shard: {graded}"
+    assert main(["merge", str(tmp_path / "merged"), *map(str, shards)]) == 0
+    merged = tmp_path / "merged"
+    assert scores(merged) == scores(tmp_path / "whole") and len(scores(merged)) == len(students) * len(CELLS)
+    for name in (gradebook.CSV_NAME, gradebook.LMS_NAME):
+        assert without_times(gradebook.read_rows(merged / name)) == \
+            without_times(gradebook.read_rows(tmp_path / "whole" / name)), name
+    lms = gradebook.read_rows(merged / gradebook.LMS_NAME)
+    assert list(lms[0]) == list(gradebook.LMS_FIELDS)
+    assert {(r["student_id"], float(r["score"])) for r in lms} == {(r.student, r.score) for r in whole}
+    assert {r.score for r in whole} != {0.0}, "the stand-in scores must differ between students"
+
+
+def test_merge_refuses_a_student_graded_twice(tiny_class: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
+    root, subs, _ = tiny_class
+    grade.grade_class(subs, tmp_path / "a", root=root, workers=1, shard=(1, 2), progress=lambda line: None)
+    with pytest.raises(PipelineError, match="graded in two shards"):
+        gradebook.merge_shards(tmp_path / "merged", [tmp_path / "a", tmp_path / "a"])
+
+
+def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, list[str]], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run keeps what the folder holds for unchanged submissions, regrades a changed one and a missing one;
+    --fresh regrades everything."""
+    root, subs, students = tiny_class
+    out = tmp_path / "out"
+    first = grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
+    rows = gradebook.read_rows(out / gradebook.CSV_NAME)
+    gradebook.write_rows([r for r in rows if r["student"] != students[0]], out)  # as if stopped before the first
+    changed = subs / students[1] / TINY / f"{TINY}.ipynb"
+    changed.write_text(json.dumps({**json.loads(changed.read_text()), "metadata": {"x": 11}}))  # 7 bytes more
+    graded: list[str] = []
+    real = grade.grade_one
+    monkeypatch.setattr(grade, "grade_one", lambda entry, *a, **k: graded.append(entry.student) or real(entry, *a, **k))
+    again = grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
+    assert sorted(graded) == students[:2], graded
+    assert [(r.student, r.score) for r in again if r.student != students[1]] == \
+        [(r.student, r.score) for r in first if r.student != students[1]]
+    totals = {s: sum(v for (who, _, _), v in scores(out).items() if who == s) for s in students}
+    assert totals == {r.student: r.score for r in again}, "the class gradebook holds a stale submission"
+    assert again[1].score != first[1].score, "the stand-in gives the changed submission the other score"
+    with sqlite3.connect(out / "gradebook.db") as con:  # no row left over from the earlier grading of students[1]
+        assert con.execute("SELECT COUNT(*) FROM grade").fetchone()[0] == len(students) * len(CELLS)
+    graded.clear()
+    grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None, fresh=True)
+    assert sorted(graded) == students
