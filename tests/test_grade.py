@@ -15,10 +15,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from sqlalchemy.exc import SAWarning
 from autograder import grade, gradebook, pipeline
 from autograder.__main__ import main
 from autograder.pipeline import PipelineError
-from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
+from autograder.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
@@ -282,3 +284,42 @@ def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, 
     graded.clear()
     grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None, fresh=True)
     assert sorted(graded) == students
+
+
+@pytest.mark.slow
+@pytest.mark.lab00
+def test_ctrl_c_stops_every_submission_and_keeps_the_graded(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) while one submission hangs in its
+    kernel and another is already graded: the grader exits with 130 at once, every process of the run is gone, and
+    grades.csv holds the graded one only, for the next run to keep (test_a_second_run_grades_only_what_is_missing)."""
+    import psutil
+
+    lab = "00_ranks_and_alpha_beta"
+    for case in (c for c in corpus.cases(lab) if c.name in ("empty", "hang_no_interrupt")):
+        write_case(tmp_path / "submissions", lab, case)
+    out = tmp_path / "out"
+    log = (tmp_path / "grade.log").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(tmp_path / "submissions"), "--out",
+                             str(out), "--workers", "2", "--fast"], cwd=pipeline.REPO_ROOT, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, kernel = time.monotonic() + 120, None
+        while kernel is None or "empty" not in (out / gradebook.CSV_NAME).read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log_text(log)
+            time.sleep(0.5)
+            kernel = next((p for p in psutil.Process(proc.pid).children(recursive=True)
+                           if "ipykernel" in " ".join(p.cmdline())), None) if kernel is None else kernel
+        tag = kernel.environ()[RUN_VARIABLE]
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=KILL_SLACK) == 130, log_text(log)
+    finally:
+        proc.kill()
+    assert "interrupted" in log_text(log)
+    assert not tagged_processes(tag, RUN_VARIABLE), "processes of the interrupted run are still running"
+    assert [r["student"] for r in gradebook.read_rows(out / gradebook.CSV_NAME)] == ["empty"]
+
+
+def log_text(log) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read()[-3000:]
