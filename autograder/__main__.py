@@ -110,10 +110,14 @@ def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -
 
     A batch system stops a job with SIGTERM (Slurm at its time limit, scancel): it is handled as Ctrl-C is.
     """
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    results = grade.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
-                                cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
-                                shard=getattr(args, "shard", None), env={"COURSE_FAST": "1"} if args.fast else None)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        results = grade.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
+                                    cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
+                                    shard=getattr(args, "shard", None),
+                                    env={"COURSE_FAST": "1"} if args.fast else None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(grade.format_table(results))
     print(grade.summary(results))
     print(f"wrote {out / gradebook.CSV_NAME}, {out / gradebook.LMS_NAME}, {out / 'gradebook.db'} and "
