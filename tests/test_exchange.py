@@ -25,6 +25,8 @@ from tests.common import ASSIGNMENTS, ROOT, page_text, secret_lines, text_lines
 from tests.corpus.common import GRADED, HIDDEN, write_case
 from tests.test_lab_server import make_lab, page_config
 
+pytestmark = pytest.mark.slow  # one autograde run (about 40 s): left out of `make test-fast`, as the other such runs
+
 LAB = min(ASSIGNMENTS, key=lambda a: corpus.solution_notebook(a).stat().st_size)
 STUDENT = "alyssa"
 COURSE_ID = pipeline.nbgrader_config().CourseDirectory.course_id

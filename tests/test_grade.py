@@ -174,7 +174,8 @@ def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.Nb
 
     if command == "generate_assignment":
         (root / "gradebook.db").write_bytes(empty_gradebook())
-    with Gradebook(pipeline.gradebook_url(root), pipeline.nbgrader_config().CourseDirectory.course_id) as gb:
+    course_id = pipeline.nbgrader_config().CourseDirectory.course_id
+    with warnings.catch_warnings(), Gradebook(pipeline.gradebook_url(root), course_id) as gb:
         if command == "generate_assignment":
             gb.add_assignment(TINY)
             gb.add_notebook(TINY, TINY)
@@ -184,9 +185,8 @@ def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.Nb
             student = next(a for a in args if a.startswith("--student=")).split("=", 1)[1]
             submitted = (root / "submitted" / student / TINY / f"{TINY}.ipynb").read_bytes()
             gb.add_student(student)
-            with warnings.catch_warnings():  # nbgrader's add_submission warns about its own session, harmlessly
-                warnings.simplefilter("ignore", SAWarning)
-                gb.add_submission(TINY, student)
+            warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission warns about its own session
+            gb.add_submission(TINY, student)
             for i, cell in enumerate(CELLS):  # a score that follows from the student and what was submitted
                 grade_row = gb.find_grade(cell, TINY, TINY, student)
                 grade_row.auto_score = CELLS[cell] * ((sum(map(ord, student)) + len(submitted) + i) % 2)
