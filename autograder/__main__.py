@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("--out", type=Path, default=Path("graded"),
                      help="where the gradebook, grades.csv, autograded/ and feedback/ go (default: ./graded)")
     sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
-    sub.add_argument("--shard", type=grade.parse_shard, default=None, metavar="I/N",
+    sub.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                      help="grade only shard I of N of the students (a stable split; join them with `merge`)")
     _grading_options(sub)
     sub = steps.add_parser("merge", help="join the out folders of `grade --shard` runs into one")
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("out", type=Path)
     sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding course/ and utils/")
     args = parser.parse_args(argv)
-    if getattr(args, "workers", 1) < 1 or getattr(args, "timeout", 1) <= 0:
+    workers = getattr(args, "workers", None)  # None: one per core
+    if (workers is not None and workers < 1) or getattr(args, "timeout", 1) <= 0:
         parser.error("--workers must be >= 1 and --timeout > 0")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     root = getattr(args, "root", REPO_ROOT).resolve()
@@ -91,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """--shard's value, with argparse's usage message when it is not i/n."""
+    try:
+        return grade.parse_shard(text)
+    except PipelineError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _grading_options(parser: argparse.ArgumentParser) -> None:

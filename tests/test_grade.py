@@ -325,3 +325,13 @@ def log_text(log) -> str:
     log.flush()
     log.seek(0)
     return log.read()[-3000:]
+
+
+def test_command_line_defaults_and_bad_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --workers (one per core) the grader runs up to its first check; a bad --shard is a usage error."""
+    assert main(["grade", str(tmp_path / "none")]) == 1
+    assert "is not a folder of submissions" in capsys.readouterr().err
+    for bad in ("0/3", "4/3", "3"):
+        with pytest.raises(SystemExit):
+            main(["grade", str(tmp_path), "--shard", bad])
+        assert "expected i/n" in capsys.readouterr().err
