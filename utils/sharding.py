@@ -21,6 +21,7 @@ lab 01's reduce_scatter and all_gather for equal chunks, on purpose: lab 07 buil
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -44,13 +45,20 @@ def _chunks(full: torch.Tensor, shard: torch.Tensor, name: str) -> list[torch.Te
 
 
 def _exchange(sends: list[torch.Tensor], receives: list[torch.Tensor]) -> None:
-    """Rank r sends sends[k] to and receives receives[k] from every rank k != r, all posted at once."""
+    """Rank r sends sends[k] to and receives receives[k] from every rank k != r, all posted at once.
+
+    Posting everything before waiting means no send waits on a peer that is itself sending (Gloo). Within each
+    pair the lower rank sends first and the higher one receives first: NCCL runs a pair's messages in order on
+    one stream, where two receives posted first would wait for each other.
+    """
     rank = dist.get_rank()
     requests = []
     for peer in range(dist.get_world_size()):
-        if peer != rank:  # posting everything first: no send waits on a peer that is itself sending
-            requests.append(dist.irecv(receives[peer], src=peer))
-            requests.append(dist.isend(sends[peer], dst=peer))
+        if peer != rank:
+            send = partial(dist.isend, sends[peer], dst=peer)  # looked up now: a Ledger's recording version
+            receive = partial(dist.irecv, receives[peer], src=peer)
+            first, second = (send, receive) if rank < peer else (receive, send)
+            requests += [first(), second()]
     for request in requests:
         request.wait()
 
