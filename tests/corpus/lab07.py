@@ -1,0 +1,32 @@
+"""Lab 07 (ZeRO): broken submissions, each losing exactly the points of what it broke.
+
+Points: test_memory_per_rank 2, test_shard_range 2, test_zero1_equals_ddp 4, test_zero1_state_bytes 2,
+test_zero1_traffic 2, test_zero1_vs_torch 2, test_zero2 2. The tests of 7.3 and 7.4 put a stand-in in place of
+shard_range, and 7.4's compares stage 2 with the submission's own stage 1, so each bug costs one exercise's points.
+"""
+
+from tests.corpus.common import Case, chain, replace
+
+ASSIGNMENT = "07_zero"
+
+# The shard's end in shard_range, the optimizer built on the master shard, the update of that shard and the
+# all-gather of the updated shards: one line each in the solution.
+SHARD_END = "min((rank + 1) * size, numel)"
+OPTIMIZER = "self.optimizer = optimizer_cls([self.master], **optimizer_kwargs)"
+UPDATE = "        self.optimizer.step()  # moves this rank's shard only, with the state of this shard only\n"
+GATHER = "            all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
+
+CASES = [
+    # Each shard one element too long: neighbouring ranks both own the element at the boundary.
+    Case("shard_boundary_off_by_one", replace("shard_range", SHARD_END, "min((rank + 1) * size + 1, numel)"),
+         loses={"test_shard_range"}),
+    # The shard is gathered before the optimizer moves it: every rank gets the parameters of one step before.
+    Case("stale_all_gather", chain(replace("ZeroStage1Optimizer", UPDATE, ""),
+                                   replace("ZeroStage1Optimizer", GATHER, GATHER + "    " + UPDATE)),
+         loses={"test_zero1_equals_ddp", "test_zero1_vs_torch"}),
+    # Adam also wraps the whole model: right parameters (the all-gather overwrites them), state for every element.
+    Case("adam_state_for_the_whole_model", replace("ZeroStage1Optimizer", OPTIMIZER,
+                                                   "self.optimizer = optimizer_cls([self.master, *self.params], "
+                                                   "**optimizer_kwargs)"),
+         loses={"test_zero1_state_bytes"}),
+]
