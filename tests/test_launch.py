@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from nbclient import NotebookClient
 
+import utils.launch as launch_module
 from utils.launch import LaunchError, RankFailedError, RankHangError, launch, rank_device
 
 # A hang is reported after `timeout`, plus a few seconds to collect the stacks: bound that, loosely.
@@ -104,6 +105,21 @@ def test_a_raising_rank_is_reported_with_its_traceback(tmp_path: Path) -> None:
     assert 'raise ValueError("rank one is unhappy")' in message  # the line itself, from the traceback
     assert "_rank_main" not in message  # the launcher's own frames are trimmed
     _assert_all_gone(_read_pids(tmp_path))
+
+
+def test_ranks_that_all_fail_before_the_supervisor_looks_are_still_reported(monkeypatch) -> None:
+    """Every rank may end between two checks of the supervisor: the failure is still the rank's traceback."""
+    def all_raise() -> None:
+        raise ValueError("every rank is unhappy")
+
+    def alive_after_all_ended(ranks: launch_module._Ranks) -> list[int]:
+        for process in ranks.processes:  # the race, made certain: nothing is seen alive, every rank has ended
+            process.join()
+        return []
+
+    monkeypatch.setattr(launch_module._Ranks, "alive", alive_after_all_ended)
+    with pytest.raises(RankFailedError, match="ValueError: every rank is unhappy"):
+        launch(all_raise, 2, timeout=30)
 
 
 def test_exit_code_of_a_rank_that_exits(tmp_path: Path) -> None:

@@ -441,6 +441,8 @@ def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: flo
         # Past the deadline, ranks whose function returned are only waiting to leave: not hung.
         if time.monotonic() > deadline and not all(ranks.returned(rank) for rank in ranks.alive()):
             raise RankHangError(*_hang_report(ranks, timeout))
+    if ranks.failed():  # every rank ended between two checks above, and one of them failed
+        raise RankFailedError(*_failure_report(ranks))
 
 
 def _failure_report(ranks: _Ranks) -> tuple[str, list[int]]:
