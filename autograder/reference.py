@@ -1,4 +1,5 @@
-"""Reference all-reduce implementations for the instructor: a pipelined ring, a binomial tree, a naive one.
+"""Reference implementations for the instructor: a pipelined ring, a binomial tree and a naive all-reduce (lab 02),
+and lab 04's BucketedDDP, read from its solution notebook (`bucketed_ddp()`, at the end).
 
     import torch.distributed as dist
     from autograder.reference import ring_all_reduce
