@@ -3,6 +3,7 @@
     python -m autograder.bench                  # N = 2, 3, 4; 4 KB .. 64 MB; about 2 minutes on 2 cores
     python -m autograder.bench --quick          # smoke run: N = 2, 3; three small sizes; seconds
     python -m autograder.bench --sizes 4M 64M --world-sizes 2 4 --impls builtin ring --out results/
+    python -m autograder.bench --section ddp    # only lab 04's DDP section (autograder/bench_ddp.py): N = 2, 4
 
 Every rank is a local process (Gloo on CPU), started by utils.launch, one launch per world size. The same
 script runs under torchrun, at torchrun's world size, on one node or several; only rank 0 writes files:
@@ -35,6 +36,10 @@ counts; on a machine that other jobs load, expect the ratio to wobble as well.
 The performance target of lab 02's reference ring, printed at the end: reference ring / built-in busbw, median
 over sizes >= 4 MB, at least 0.9 for every N. Never benchmark with TORCH_DISTRIBUTED_DEBUG=DETAIL (it adds a
 barrier to every collective).
+
+Then the DDP section (autograder/bench_ddp.py, its own docstring): lab 04's reference BucketedDDP against torch's
+DistributedDataParallel, N = 2 and 4 (--quick: N = 2, a smaller model), written to ddp.csv, with its own verdict
+line (within 1.15x of torch's step time at N = 2). --section chooses one of the two.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from autograder import bench_ddp
 from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
 from utils.launch import launch, rank_device, synchronize
 
@@ -216,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"any of {', '.join(IMPLS)} (default: all)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"),
                         help="output folder (default bench-results/)")
+    parser.add_argument("--section", choices=["all", "allreduce", "ddp"], default="all",
+                        help="the all-reduce section, lab 04's DDP section, or both (default)")
+    parser.add_argument("--ddp-cap", type=float, default=4.0, metavar="MIB",
+                        help="bucket_cap_mb of both DDPs in the DDP section (default 4: one layer per bucket)")
     args = parser.parse_args(argv)
     sizes = sorted(set(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)))
     impls = [name for name in IMPLS if name in args.impls]  # builtin first, whatever the order given
@@ -234,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in worlds):
         parser.error("world sizes must be at least 1")
 
+    if args.section != "allreduce":
+        ddp_worlds = worlds if under_torchrun or args.world_sizes else ([2] if args.quick else [2, 4])
+        bench_ddp.run(ddp_worlds, args.ddp_cap, args.quick, args.out, writer)
+    if args.section == "ddp":
+        return 0
     started = time.time()
     rows: list[dict] = []
     for world in worlds:

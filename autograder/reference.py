@@ -1,4 +1,5 @@
-"""Reference all-reduce implementations for the instructor: a pipelined ring, a binomial tree, a naive one.
+"""Reference implementations for the instructor: a pipelined ring, a binomial tree and a naive all-reduce (lab 02),
+and lab 04's BucketedDDP, read from its solution notebook (`bucketed_ddp()`, at the end).
 
     import torch.distributed as dist
     from autograder.reference import ring_all_reduce
@@ -29,10 +30,20 @@ each rank still sends exactly 2(N-1) chunks.
 
 from __future__ import annotations
 
+import contextlib
+import json
+from pathlib import Path
+
 import torch
 import torch.distributed as dist
+from torch import nn
 
-__all__ = ["SEGMENT_BYTES", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
+from autograder.tamper import meta, source
+from utils.launch import rank_device
+
+__all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
+
+LAB04_SOLUTION = Path(__file__).resolve().parents[1] / "solutions" / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
 
 SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
 _REDUCE, _GATHER = 0, 1  # message tags of the two phases
@@ -178,3 +189,17 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
         flat.add_(inbox)
     for request in [dist.isend(flat, dst=peer) for peer in range(1, world)]:
         request.wait()
+
+
+def bucketed_ddp() -> type[nn.Module]:
+    """Lab 04's BucketedDDP class, read from the solution notebook: the one place it is written.
+
+    Executes the notebook's `BucketedDDP` solution cell (course/ gets only its stubs: students write it) in a
+    namespace with the notebook's imports, and returns the class. autograder.bench_ddp times it
+    against torch's DistributedDataParallel. Example: `bucketed_ddp()(model, bucket_cap_mb=4)` on every rank.
+    """
+    cells = json.loads(LAB04_SOLUTION.read_text())["cells"]
+    [cell] = [c for c in cells if meta(c).get("grade_id") == "BucketedDDP"]
+    namespace = {"contextlib": contextlib, "dist": dist, "nn": nn, "torch": torch, "rank_device": rank_device}
+    exec(compile(source(cell), f"{LAB04_SOLUTION}:BucketedDDP", "exec"), namespace)
+    return namespace["BucketedDDP"]

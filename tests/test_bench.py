@@ -6,7 +6,9 @@
 - the ring's traffic per rank is exactly a ring's: 2(N-1) chunks sent to the right, 2(N-1) received from the left
   (segments add messages, never bytes);
 - `python -m autograder.bench --quick` writes a CSV with the documented columns and a PNG, and its rows add up;
-  the table takes the slowest rank per repetition and pairs repetitions for the ratio.
+  the table takes the slowest rank per repetition and pairs repetitions for the ratio;
+- its DDP section (autograder/bench_ddp.py) writes ddp.csv for N = 2, with lab 04's reference BucketedDDP (read from
+  the solution notebook) giving torch DDP's gradients, and judges the target on N = 2 only.
 
 No timing assertions: the performance target is the benchmark's verdict, read by a person. About 30 s on 2 cores.
 """
@@ -24,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import autograder.reference as reference
+from autograder import bench_ddp
 from autograder.bench import COLUMNS, parse_size, rows_for, verdict
 from utils.launch import launch
 from utils.ledger import Ledger
@@ -116,6 +119,25 @@ def test_quick_benchmark_writes_a_consistent_csv_and_a_png(tmp_path: Path) -> No
         if r["impl"] == "builtin":
             assert float(r["ratio"]) == 1.0
     assert (tmp_path / "allreduce.png").read_bytes().startswith(b"\x89PNG")
+    with open(tmp_path / "ddp.csv", newline="") as f:
+        ddp = list(csv.DictReader(f))
+    assert [(r["impl"], r["N"]) for r in ddp] == [("bucketed", "2"), ("torch", "2"), ("after", "2")]
+    assert all(float(r["step_ms"]) > 0 for r in ddp) and float(ddp[1]["ratio_torch"]) == 1.0
+    assert "reference BucketedDDP / torch DDP step time at N=2" in run.stdout
+
+
+def test_ddp_rows_pair_repetitions_and_the_verdict_judges_n_2() -> None:
+    # Two ranks, three repetitions; the slowest rank per repetition, then paired ratios.
+    times = {"bucketed": [1.0, 2.0, 3.0], "torch": [1.0, 1.0, 3.0], "after": [2.0, 2.0, 2.0]}
+    per_rank = [{"times": times, "gap": 1e-7, "params": 10},
+                {"times": {k: [t / 2 for t in v] for k, v in times.items()}, "gap": 2e-7, "params": 10}]
+    rows = {r["impl"]: r for r in bench_ddp.rows_for(2, 4.0, per_rank)}
+    assert rows["bucketed"]["step_ms"] == 2000.0 and rows["bucketed"]["ratio_torch"] == 1.0  # median(1, 2, 1)
+    assert rows["bucketed"]["ratio_after"] == 1.0 and rows["bucketed"]["gap"] == 2e-7  # median(0.5, 1, 1.5)
+    assert bench_ddp.verdict(list(rows.values())).endswith("met")
+    slow = [dict(rows["bucketed"], ratio_torch=1.2)]
+    assert bench_ddp.verdict(slow).endswith("NOT met") and "N = 2 not measured" in bench_ddp.verdict([])
+    assert bench_ddp.verdict([dict(rows["bucketed"], gap=1e-3)]).endswith("NOT met")  # gradients differ
 
 
 def test_rows_take_the_slowest_rank_and_pair_repetitions_for_the_ratio() -> None:

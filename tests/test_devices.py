@@ -1,11 +1,11 @@
 """Every lab runs unchanged on GPUs: what a rank creates names its device, and the backend serves both kinds.
 
 The static check reads every code cell of every lab's notebook. A *rank function* is a function of the notebook
-that is handed to `launch(...)`, or that a rank function calls (by name, transitively). Inside a rank function,
-each tensor a torch factory creates (`torch.zeros`, `torch.tensor`, ...) passes `device=`, and each model built
-there is moved with `.to(...)` or takes `device=`: on a GPU box the rank's data must live on its GPU
-(`utils.launch.rank_device()`), where NCCL can move it. `*_like` factories and `.new_*` methods inherit their
-device and need nothing.
+that is handed to `launch(...)`, or that a rank function calls (by name, transitively; a class it builds counts
+with all its methods). Inside a rank function, each tensor a torch factory creates (`torch.zeros`, `torch.tensor`,
+...) passes `device=`, and each model built there is moved with `.to(...)` or takes `device=`: on a GPU box the
+rank's data must live on its GPU (`utils.launch.rank_device()`), where NCCL can move it. `*_like` factories and
+`.new_*` methods inherit their device and need nothing.
 
 Without a GPU the backend choice is tested with `torch.cuda.device_count` and NCCL's availability patched.
 """
@@ -38,9 +38,12 @@ def _name(call: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
-def rank_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    """The functions of a notebook that run on ranks: handed to launch(), or called by one that is."""
-    defined = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+def rank_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.ClassDef]:
+    """The functions of a notebook that run on ranks: handed to launch(), or called by one that is.
+
+    A class that a rank function builds counts as a whole: its methods run on the rank.
+    """
+    defined = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     todo = [c.args[0].id for c in _calls(tree) if _name(c) == "launch" and c.args and isinstance(c.args[0], ast.Name)]
     found: dict[str, ast.FunctionDef] = {}
     while todo:
@@ -109,7 +112,7 @@ def test_every_exercise_is_checked(assignment: str) -> None:
         tree = ast.parse(source(cell))
         talks = any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "dist"
                     for n in ast.walk(tree))
-        names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}  # methods of a class too
+        names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}  # methods too
         assert not talks or names & set(ranked), f"{gid}: communicates but no launch runs it"
 
 

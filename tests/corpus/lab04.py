@@ -1,0 +1,36 @@
+"""Lab 04 (bucketed DDP): broken submissions, each losing exactly the points of what it broke.
+
+Points: test_bucket_timeline 2, test_ddp_buckets 2, test_ddp_equivalence 3, test_ddp_launch_order 2,
+test_ddp_no_sync 2, test_ddp_overlap 2, test_ddp_torch 2, test_ddp_errors 1.
+"""
+
+from tests.corpus.common import Case, chain, replace
+
+ASSIGNMENT = "04_bucketed_ddp"
+
+# One line each in the solution: the hook's early return inside no_sync, the reverse walk over the parameters,
+# the two writes of the averaged gradient, and the launch.
+NO_SYNC_GUARD = "if not self._syncing:"
+REVERSE = "for name, p in reversed(trainable):"
+AVERAGE_NEW = "p.grad = grad / self.world"
+AVERAGE_COPY = "torch.div(grad, self.world, out=p.grad)"
+LAUNCH = "self._works.append(dist.all_reduce(flat, async_op=True))"
+
+CASES = [
+    # Ignores no_sync: the first micro-batch's backward launches every bucket, the later ones find them launched,
+    # and the step averages the first micro-batch's gradients only: K times the launches, and a wrong sum.
+    Case("all_reduces_inside_no_sync", replace("BucketedDDP", NO_SYNC_GUARD, "if False:  # MUTANT: no_sync ignored"),
+         loses={"test_ddp_no_sync"}),
+    # Buckets in forward (registration) order: bucket 0 holds the first layer, whose gradient comes last, so the
+    # in-order launches all wait for the end of backward.
+    Case("forward_order", replace("BucketedDDP", REVERSE, "for name, p in trainable:"),
+         loses={"test_ddp_buckets", "test_ddp_launch_order", "test_ddp_overlap"}),
+    # Sums instead of averaging: the update is N times too large.
+    Case("sums", chain(replace("BucketedDDP", AVERAGE_NEW, "p.grad = grad.clone()"),
+                       replace("BucketedDDP", AVERAGE_COPY, "p.grad.copy_(grad)")),
+         loses={"test_ddp_equivalence", "test_ddp_no_sync", "test_ddp_torch"}),
+    # Waits for each bucket right after launching it: correct numbers, launched in order during backward, but
+    # backward stalls during every all-reduce.
+    Case("waits_after_launch", replace("BucketedDDP", LAUNCH, LAUNCH + "\n        self._works[-1].wait()"),
+         loses={"test_ddp_overlap"}),
+]
