@@ -54,7 +54,7 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C does nothing
 launch(_busy_rank, 2, timeout=10**6)
 """
 WRONG_SHIFT = "return tensor.clone()  # forgets to communicate\n"
-EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift"}
+EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift", "test_size_for_share"}
 
 CASES = [
     Case("deadlock", body("ring_shift", SEND_FIRST), loses={"test_ring_shift"},
