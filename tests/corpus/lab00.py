@@ -76,7 +76,9 @@ CASES = [
         prepend("ring_shift", 'import sys\nimport warnings\n'
                 'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
                 'warnings.warn("ring_shift: a warning from a rank")\n'))),
-    Case("wrong_result", body("fit_alpha_beta", WRONG_FIT), loses={"test_fit_alpha_beta"},
+    # Also transcribes n_1/2 for every share in exercise 0.4 instead of deriving the size for a share.
+    Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
+         loses={"test_fit_alpha_beta", "test_size_for_share"},
          says=("test_fit_alpha_beta (3 points) failed: AssertionError",)),
     Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
          loses={"test_fit_alpha_beta"}, tampered=True, says=("test_fit_alpha_beta",)),
