@@ -85,11 +85,11 @@ CASES = [
     Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
          loses={"test_ring_shift"}, tampered=True, says=("test_ring_shift",)),
     # nbgrader alone gives this one full marks: the restored tests call the replaced torch.equal. The grader
-    # withholds the points of every test that ran after the replacing cell.
+    # withholds the points of every test that ran after the replacing cell: exercise 0.4's too, which comes later.
     Case("patched_helper", chain(
         body("ring_shift", WRONG_SHIFT),
         append("ring_shift", "torch.equal = lambda *args, **kwargs: True  # every check passes\n"),
-    ), loses={"test_ring_shift"}, tampered=True, says=("torch.equal",)),
+    ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True, says=("torch.equal",)),
     Case("renamed_extra_cells", add_cells, file_name="lab00_final(1).ipynb", says=("graded as",)),
     Case("empty", lambda nb: b"", loses=EVERY_TEST, status=FAILED, says=("empty or is not a notebook",)),
     # Ignores the interrupt nbgrader sends on a cell timeout: nbclient then gives up on the whole notebook
