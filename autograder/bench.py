@@ -15,7 +15,8 @@ script runs under torchrun, at torchrun's world size, on one node or several; on
 Output (in --out, default bench-results/): allreduce.csv and allreduce.png (busbw against size, one line per
 implementation, one panel per world size). The CSV's columns, one row per implementation, N and size:
 
-    impl         builtin (dist.all_reduce), ring, tree or naive (autograder.reference)
+    impl         builtin (dist.all_reduce), ring, tree or naive (autograder.reference), or halving
+                 (utils.allreduce: recursive halving-doubling, lab 02's worked algorithm)
     N            world size
     size_bytes   tensor size in bytes (float32)
     count        tensor size in elements
@@ -59,6 +60,7 @@ import torch.distributed as dist
 
 from autograder import bench_ddp
 from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
+from utils.allreduce import halving_doubling_all_reduce
 from utils.launch import launch, rank_device, synchronize
 
 COLUMNS = ["impl", "N", "size_bytes", "count", "time_us", "algbw_GBps", "busbw_GBps", "ratio"]
@@ -67,6 +69,7 @@ IMPLS: dict[str, Callable[[torch.Tensor], object]] = {
     "ring": ring_all_reduce,
     "tree": tree_all_reduce,
     "naive": naive_all_reduce,
+    "halving": halving_doubling_all_reduce,
 }
 DEFAULT_SIZES = [4 << 10 << i for i in range(15)]  # 4 KB, 8 KB, ..., 64 MB: powers of 2, as nccl-tests' -f 2
 QUICK_SIZES = [4 << 10, 64 << 10, 1 << 20]

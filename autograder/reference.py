@@ -1,5 +1,5 @@
-"""Reference implementations for the instructor: a pipelined ring, a binomial tree and a naive all-reduce (lab 02),
-and lab 04's BucketedDDP, read from its solution notebook (`bucketed_ddp()`, at the end).
+"""Reference implementations for the instructor: lab 02's pipelined ring, a binomial tree and a naive all-reduce,
+and lab 04's BucketedDDP (`bucketed_ddp()`, at the end).
 
     import torch.distributed as dist
     from autograder.reference import ring_all_reduce
@@ -9,23 +9,18 @@ and lab 04's BucketedDDP, read from its solution notebook (`bucketed_ddp()`, at 
         ring_all_reduce(t)           # in place: every rank now holds 0 + 1 + ... + (N-1)
         return t
 
-They live in autograder/ because they are lab 02's solutions: nothing here ships to students. All three
-sum `tensor` in place over all ranks using only dist.isend / dist.irecv, so utils.ledger counts their
-traffic. `python -m autograder.bench` measures them against the built-in dist.all_reduce.
+They live in autograder/ because they are solutions: nothing here ships to students. All three sum
+`tensor` in place over all ranks using only dist.isend / dist.irecv, so utils.ledger counts their traffic.
+`python -m autograder.bench` measures them against the built-in dist.all_reduce.
 
-The ring is the one to beat Gloo with. Its chunks are torch.tensor_split(tensor, N); step t of 2(N-1) sends
-chunk (r - t) mod N to the right and receives chunk (r - t - 1) mod N from the left: steps 0..N-2 add what
-arrives (reduce-scatter), steps N-1..2N-3 keep it (all-gather). Like Gloo's own ring, every chunk travels
-in segments, and a segment goes on to the right as soon as it has arrived and been reduced, so sending one
-segment overlaps receiving and reducing the next, across step boundaries too. Gloo's segments are 1 MiB;
-ours are up to 4 MiB, because from Python every message costs far more: posting one isend or irecv takes
-50-100 us of CPU on a 2-core machine (measured), against the ~1 ms that 1 MiB takes on the wire there. Large
-segments pay that cost less often; small ones fill and drain the pipeline faster. Full `make bench` runs on
-2 cores (ring / built-in busbw, median over 4-64 MB, N = 3): 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB
-0.91-0.98 (four to six runs each). Reduce-scatter segments land in two preallocated buffers (double buffering) and
-are added in place; all-gather segments land directly where they belong, and those receives are all posted
-at the start (Gloo ships a message only once its receive is posted). Segments add messages, never bytes:
-each rank still sends exactly 2(N-1) chunks.
+There is one ring: the solution of lab 02's exercise 2.6 (`pipelined_ring_all_reduce`), read from the solution
+notebook when this module is imported, so that the ring students read in the solution is the one `make bench`
+measures. Like Gloo's own ring it sends every chunk in segments, each going on to the right as soon as it has
+arrived and been reduced, so that sending one segment overlaps receiving and reducing the next, across step
+boundaries too. Gloo's segments are 1 MiB; ours are up to SEGMENT_BYTES = 4 MiB, because from Python every
+message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured), against
+the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring / built-in busbw, median over
+4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to six runs each).
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -43,37 +39,37 @@ from utils.launch import rank_device
 
 __all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
 
-LAB04_SOLUTION = Path(__file__).resolve().parents[1] / "solutions" / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
-
 SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
-_REDUCE, _GATHER = 0, 1  # message tags of the two phases
-_IN_FLIGHT = 2  # receives posted ahead (double buffering): one lands while the previous one is reduced
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
+LAB02_SOLUTION = SOLUTIONS / "02_ring_allreduce" / "ring_allreduce.ipynb"
+LAB04_SOLUTION = SOLUTIONS / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
 
-_buffers: dict[tuple[torch.dtype, torch.device, int, int], list[torch.Tensor]] = {}  # receive buffers, reused
+_buffers: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}  # the tree's and the naive one's inbox
 
 
-def _receive_buffers(dtype: torch.dtype, device: torch.device, numel: int) -> list[torch.Tensor]:
-    """_IN_FLIGHT preallocated buffers of at least `numel` elements: no allocation per call."""
-    key = (dtype, device, numel, _IN_FLIGHT)
+def _receive_buffer(dtype: torch.dtype, device: torch.device, numel: int) -> torch.Tensor:
+    """A preallocated buffer of `numel` elements: no allocation per call."""
+    key = (dtype, device, numel)
     if key not in _buffers:
         if len(_buffers) >= 4:  # a benchmark sweeping sizes must not hoard memory
             _buffers.clear()
-        _buffers[key] = [torch.empty(numel, dtype=dtype, device=device) for _ in range(_IN_FLIGHT)]
+        _buffers[key] = torch.empty(numel, dtype=dtype, device=device)
     return _buffers[key]
 
 
-_one_way: dict[int, tuple[dist.ProcessGroup, list[dist.ProcessGroup]]] = {}  # id(default group) -> its pair
+def _solution(notebook: Path, grade_id: str, **imports: Any) -> Any:
+    """What the solution cell `grade_id` of `notebook` defines under the name `grade_id`: the one place it is written.
 
-
-def _one_way_groups() -> list[dist.ProcessGroup]:
-    """Two extra groups over all ranks, made once per default group; at N = 2, rank r sends on group r.
-
-    Every rank must call it at the same point (creating a group is collective), as ring_all_reduce does.
+    The cell runs in a namespace holding torch, dist and `imports` (the notebook's own imports that it uses).
     """
-    world = dist.group.WORLD
-    if id(world) not in _one_way:  # the entry keeps `world` alive, so its id cannot be reused
-        _one_way[id(world)] = (world, [dist.new_group(), dist.new_group()])
-    return _one_way[id(world)][1]
+    cells = json.loads(notebook.read_text())["cells"]
+    [cell] = [c for c in cells if meta(c).get("grade_id") == grade_id]
+    namespace = {"torch": torch, "dist": dist, **imports}
+    exec(compile(source(cell), f"{notebook}:{grade_id}", "exec"), namespace)
+    return namespace[grade_id]
+
+
+_pipelined_ring = _solution(LAB02_SOLUTION, "pipelined_ring_all_reduce")
 
 
 def _flat_view(tensor: torch.Tensor) -> torch.Tensor:
@@ -83,61 +79,13 @@ def _flat_view(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> None:
-    """Sum `tensor` over all ranks, in place, with a pipelined ring (reduce-scatter, then all-gather).
+    """Sum `tensor` over all ranks, in place, with lab 02's pipelined ring, in segments of at most SEGMENT_BYTES.
 
     Every rank calls it with a contiguous tensor of the same shape and dtype; any length, also shorter than
-    the world size. Per rank it sends 2(N-1) chunks of about numel/N elements, each cut into equal segments of
-    at most SEGMENT_BYTES. Example, N = 3: tensor = [r, r] on rank r -> [3, 3] on every rank.
+    the world size. Per rank it sends 2(N-1) chunks of about numel/N elements, each cut into equal segments.
+    Example, N = 3: tensor = [r, r] on rank r -> [3, 3] on every rank.
     """
-    world, rank = dist.get_world_size(), dist.get_rank()
-    if world == 1:
-        return
-    flat = _flat_view(tensor)
-    chunks = torch.tensor_split(flat, world)  # views: N chunks whose lengths differ by at most one
-    longest = chunks[0].numel()
-    # Equal pieces rather than full segments plus a short tail: 9 MiB goes as 3 x 3 MiB, not 4 + 4 + 1,
-    # since a message costs the same overhead whatever its size. Every rank cuts chunk c alike, so pieces match up.
-    pieces = max(1, -(-longest * flat.element_size() // SEGMENT_BYTES))  # segments per chunk, rounded up
-    segments = [[piece for piece in chunk.tensor_split(pieces) if piece.numel()] for chunk in chunks]
-    right, left = (rank + 1) % world, (rank - 1) % world
-    # At N = 2 the right and left neighbour are one rank, so both directions would share one Gloo connection:
-    # one socket, one lock, the reads of one waiting on the writes of the other. A group per direction gives
-    # each its own (measured at N = 2: ring / built-in 0.82-1.11 on one connection, 0.94-1.19 on two).
-    send_group, receive_group = (_one_way_groups()[rank], _one_way_groups()[left]) if world == 2 else (None, None)
-    steps = 2 * (world - 1)
-    # Receives in the order they arrive, as (step, segment); the left neighbour sends the same chunk index.
-    # The two phases use two tags, so the all-gather's receives can be posted long before their turn.
-    arrivals = [(t, k) for t in range(steps) for k in range(len(segments[(rank - t - 1) % world]))]
-    reduces = sum(1 for t, _ in arrivals if t < world - 1)
-    if reduces:
-        buffers = _receive_buffers(flat.dtype, flat.device, -(-longest // pieces))  # the longest segment
-
-    def post_receive(i: int) -> dist.Work:
-        t, k = arrivals[i]
-        target = segments[(rank - t - 1) % world][k]
-        if t < world - 1:  # reduce-scatter: land in a buffer, add afterwards
-            buffer = buffers[i % _IN_FLIGHT][: target.numel()]
-            return dist.irecv(buffer, src=left, group=receive_group, tag=_REDUCE)
-        # All-gather: land in place. We may still be sending this region's partial sum (step t + 1 - N), but
-        # its final value cannot arrive before that partial sum has reached the right neighbour.
-        return dist.irecv(target, src=left, group=receive_group, tag=_GATHER)
-
-    # Receives first: Gloo ships a message only once the receiver has posted its receive.
-    receives = {i: post_receive(i) for i in range(min(_IN_FLIGHT, reduces))}  # the reduce-scatter's window
-    sends = [dist.isend(piece, dst=right, group=send_group, tag=_REDUCE) for piece in segments[rank]]  # step 0
-    receives |= {i: post_receive(i) for i in range(reduces, len(arrivals))}  # every all-gather receive, now
-    for i, (t, k) in enumerate(arrivals):
-        receives.pop(i).wait()
-        target = segments[(rank - t - 1) % world][k]
-        if t < world - 1:
-            target.add_(buffers[i % _IN_FLIGHT][: target.numel()])  # reduce in place, no temporary
-            if i + _IN_FLIGHT < reduces:  # this buffer is free again: post the receive after next
-                receives[i + _IN_FLIGHT] = post_receive(i + _IN_FLIGHT)
-        if t + 1 < steps:  # what just arrived is what step t + 1 sends on, segment by segment
-            tag = _REDUCE if t + 1 < world - 1 else _GATHER
-            sends.append(dist.isend(target, dst=right, group=send_group, tag=tag))
-    for request in sends:
-        request.wait()
+    _pipelined_ring(tensor, SEGMENT_BYTES)  # read at each call: a benchmark may change it
 
 
 def tree_all_reduce(tensor: torch.Tensor) -> None:
@@ -150,7 +98,7 @@ def tree_all_reduce(tensor: torch.Tensor) -> None:
     if world == 1 or tensor.numel() == 0:  # nothing to add up (an empty tensor is always contiguous)
         return
     flat = _flat_view(tensor)
-    inbox = _receive_buffers(flat.dtype, flat.device, flat.numel())[0]
+    inbox = _receive_buffer(flat.dtype, flat.device, flat.numel())
     mask = 1
     while mask < world:  # reduce: at round `mask`, ranks with that bit set hand their partial sum down
         if rank & mask:
@@ -183,7 +131,7 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
         dist.isend(flat, dst=0).wait()
         dist.irecv(flat, src=0).wait()
         return
-    inbox = _receive_buffers(flat.dtype, flat.device, flat.numel())[0]
+    inbox = _receive_buffer(flat.dtype, flat.device, flat.numel())
     for peer in range(1, world):
         dist.irecv(inbox, src=peer).wait()
         flat.add_(inbox)
@@ -192,14 +140,9 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
 
 
 def bucketed_ddp() -> type[nn.Module]:
-    """Lab 04's BucketedDDP class, read from the solution notebook: the one place it is written.
+    """Lab 04's BucketedDDP class, read from the solution notebook (course/ gets only its stubs: students write it).
 
-    Executes the notebook's `BucketedDDP` solution cell (course/ gets only its stubs: students write it) in a
-    namespace with the notebook's imports, and returns the class. autograder.bench_ddp times it
-    against torch's DistributedDataParallel. Example: `bucketed_ddp()(model, bucket_cap_mb=4)` on every rank.
+    autograder.bench_ddp times it against torch's DistributedDataParallel.
+    Example: `bucketed_ddp()(model, bucket_cap_mb=4)` on every rank.
     """
-    cells = json.loads(LAB04_SOLUTION.read_text())["cells"]
-    [cell] = [c for c in cells if meta(c).get("grade_id") == "BucketedDDP"]
-    namespace = {"contextlib": contextlib, "dist": dist, "nn": nn, "torch": torch, "rank_device": rank_device}
-    exec(compile(source(cell), f"{LAB04_SOLUTION}:BucketedDDP", "exec"), namespace)
-    return namespace["BucketedDDP"]
+    return _solution(LAB04_SOLUTION, "BucketedDDP", contextlib=contextlib, nn=nn, rank_device=rank_device)

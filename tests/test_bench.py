@@ -1,8 +1,8 @@
 """The reference all-reduces of autograder/reference.py and the benchmark of autograder/bench.py.
 
-- ring, tree and naive equal dist.all_reduce for N = 1..5, float32/float64/int64, lengths shorter than N and not
-  divisible by N, with the default segments and with tiny ones (many segments per chunk), using only
-  point-to-point messages;
+- ring, tree, naive and halving-doubling (utils.allreduce) equal dist.all_reduce for N = 1..5,
+  float32/float64/int64, lengths shorter than N and not divisible by N, with the default segments and with tiny
+  ones (many segments per chunk), using only point-to-point messages;
 - the ring's traffic per rank is exactly a ring's: 2(N-1) chunks sent to the right, 2(N-1) received from the left
   (segments add messages, never bytes);
 - `python -m autograder.bench --quick` writes a CSV with the documented columns and a PNG, and its rows add up;
@@ -28,11 +28,14 @@ import torch.distributed as dist
 import autograder.reference as reference
 from autograder import bench_ddp
 from autograder.bench import COLUMNS, parse_size, rows_for, verdict
+from autograder.bench import IMPLS as BENCH_IMPLS
+from utils.allreduce import halving_doubling_all_reduce
 from utils.launch import launch
 from utils.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
-IMPLS = {"ring": reference.ring_all_reduce, "tree": reference.tree_all_reduce, "naive": reference.naive_all_reduce}
+IMPLS = {"ring": reference.ring_all_reduce, "tree": reference.tree_all_reduce, "naive": reference.naive_all_reduce,
+         "halving": halving_doubling_all_reduce}
 DTYPES = (torch.float32, torch.float64, torch.int64)
 LENGTHS = (1, 2, 3, 7, 37, 1000)  # shorter than N, not divisible by N, several segments with tiny segments
 
@@ -106,8 +109,8 @@ def test_quick_benchmark_writes_a_consistent_csv_and_a_png(tmp_path: Path) -> No
         reader = csv.DictReader(f)
         assert reader.fieldnames == COLUMNS
         rows = list(reader)
-    assert {(r["impl"], r["N"]) for r in rows} == {(i, n) for i in ("builtin", "ring", "tree", "naive") for n in "23"}
-    assert len(rows) == 4 * 2 * 3  # impls x world sizes x quick sizes
+    assert {(r["impl"], r["N"]) for r in rows} == {(i, n) for i in BENCH_IMPLS for n in "23"}
+    assert len(rows) == len(BENCH_IMPLS) * 2 * 3  # impls x world sizes x quick sizes
     builtin = {(r["N"], r["size_bytes"]): float(r["busbw_GBps"]) for r in rows if r["impl"] == "builtin"}
     for r in rows:
         n, size, time_us = int(r["N"]), int(r["size_bytes"]), float(r["time_us"])

@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 
 from utils.launch import RankFailedError, launch
-from utils.ledger import ForbiddenCollectiveError, Ledger, Message, Totals
+from utils.ledger import ForbiddenCollectiveError, Ledger, Message, Totals, UnrecordedMessageError, unrestricted
 
 
 def _shift_right_nonblocking(numel: int) -> tuple[list[Message], Totals]:
@@ -81,3 +81,57 @@ def test_ledgers_do_not_nest_and_restore_the_originals() -> None:
     with Ledger(forbid_collectives=True), pytest.raises(RuntimeError, match="do not nest"), Ledger():
         pass
     assert dist.send is original_send and dist.all_reduce is original_all_reduce
+
+
+def _collective_by_other_names() -> list[str]:
+    from torch.distributed import all_reduce  # bound before the ledger starts, as in a cell run earlier
+    from torch.distributed.distributed_c10d import broadcast
+
+    refused = []
+    t = torch.ones(1)
+    for name, call in [("from-import", lambda: all_reduce(t)), ("distributed_c10d", lambda: broadcast(t, src=0)),
+                       ("c10d module", lambda: dist.distributed_c10d.barrier())]:
+        with Ledger(forbid_collectives=True):
+            try:
+                call()
+            except ForbiddenCollectiveError:
+                refused.append(name)
+    with Ledger(forbid_collectives=True), unrestricted():
+        all_reduce(t)  # a grader's reference code may use the built-ins
+    return refused + [t.item()]
+
+
+def test_a_collective_is_refused_by_every_name() -> None:
+    assert launch(_collective_by_other_names, 2) == [["from-import", "distributed_c10d", "c10d module", 2.0]] * 2
+
+
+def _send_by_an_imported_name() -> str:
+    from torch.distributed import isend
+
+    with Ledger():
+        try:
+            isend(torch.ones(1), dst=1 - dist.get_rank()).wait()
+        except UnrecordedMessageError as error:
+            return str(error)
+    return "not refused"
+
+
+def test_a_message_the_ledger_cannot_see_is_refused() -> None:
+    assert all("through the module" in text for text in launch(_send_by_an_imported_name, 2))
+
+
+def _waits_and_tags() -> tuple[list[Message], list[tuple[int, int]]]:
+    rank = dist.get_rank()
+    with Ledger() as ledger:
+        first = dist.irecv(torch.empty(3), src=1 - rank, tag=7)
+        second = dist.isend(torch.ones(3), dst=1 - rank, tag=7)
+        second.wait()
+        first.wait()
+        assert first.is_completed()  # everything else goes to the real handle
+    return ledger.messages, ledger.waits
+
+
+def test_waits_and_tags_are_recorded() -> None:
+    for rank, (messages, waits) in enumerate(launch(_waits_and_tags, 2)):
+        assert messages == [Message("recv", 1 - rank, 12, False, 7), Message("send", 1 - rank, 12, False, 7)]
+        assert waits == [(2, 1), (2, 0)]

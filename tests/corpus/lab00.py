@@ -54,7 +54,7 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C does nothing
 launch(_busy_rank, 2, timeout=10**6)
 """
 WRONG_SHIFT = "return tensor.clone()  # forgets to communicate\n"
-EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift"}
+EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift", "test_size_for_share"}
 
 CASES = [
     Case("deadlock", body("ring_shift", SEND_FIRST), loses={"test_ring_shift"},
@@ -76,18 +76,20 @@ CASES = [
         prepend("ring_shift", 'import sys\nimport warnings\n'
                 'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
                 'warnings.warn("ring_shift: a warning from a rank")\n'))),
-    Case("wrong_result", body("fit_alpha_beta", WRONG_FIT), loses={"test_fit_alpha_beta"},
+    # Also transcribes n_1/2 for every share in exercise 0.4 instead of deriving the size for a share.
+    Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
+         loses={"test_fit_alpha_beta", "test_size_for_share"},
          says=("test_fit_alpha_beta (3 points) failed: AssertionError",)),
     Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
          loses={"test_fit_alpha_beta"}, tampered=True, says=("test_fit_alpha_beta",)),
     Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
          loses={"test_ring_shift"}, tampered=True, says=("test_ring_shift",)),
     # nbgrader alone gives this one full marks: the restored tests call the replaced torch.equal. The grader
-    # withholds the points of every test that ran after the replacing cell.
+    # withholds the points of every test that ran after the replacing cell: exercise 0.4's too, which comes later.
     Case("patched_helper", chain(
         body("ring_shift", WRONG_SHIFT),
         append("ring_shift", "torch.equal = lambda *args, **kwargs: True  # every check passes\n"),
-    ), loses={"test_ring_shift"}, tampered=True, says=("torch.equal",)),
+    ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True, says=("torch.equal",)),
     Case("renamed_extra_cells", add_cells, file_name="lab00_final(1).ipynb", says=("graded as",)),
     Case("empty", lambda nb: b"", loses=EVERY_TEST, status=FAILED, says=("empty or is not a notebook",)),
     # Ignores the interrupt nbgrader sends on a cell timeout: nbclient then gives up on the whole notebook

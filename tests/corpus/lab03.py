@@ -1,6 +1,6 @@
 """Lab 03 (data-parallel math): wrong weights in average_gradients cost exactly the tests that see them."""
 
-from tests.corpus.common import Case, replace
+from tests.corpus.common import Case, body, chain, replace
 
 ASSIGNMENT = "03_data_parallel_math"
 
@@ -10,8 +10,11 @@ WEIGHT_LINE = "    weight = local_batch_size / total  # b_r / B: this rank's sha
 CASES = [
     Case("sums", replace("average_gradients", WEIGHT_LINE,
                          "    weight = 1.0  # MUTANT: sums the rank gradients instead of averaging them\n"),
-         loses={"test_average_gradients", "test_average_gradients_uneven"}),
-    Case("equal_weights", replace("average_gradients", WEIGHT_LINE,
-                                  "    weight = 1.0 / dist.get_world_size()  # MUTANT: 1/N whatever the shard sizes\n"),
-         loses={"test_average_gradients_uneven"}),
+         loses={"test_average_gradients", "test_average_gradients_uneven", "test_average_gradients_partial"}),
+    # Also counts the backward chain once instead of once per run in exercise 3.0.
+    Case("equal_weights", chain(
+        replace("average_gradients", WEIGHT_LINE,
+                "    weight = 1.0 / dist.get_world_size()  # MUTANT: 1/N whatever the shard sizes\n"),
+        body("rounding_constant", "return chain + 2 * sum(shard_sizes) + len(shard_sizes)\n"),
+    ), loses={"test_average_gradients_uneven", "test_rounding_constant"}),
 ]

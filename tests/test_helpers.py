@@ -1,0 +1,51 @@
+"""utils.helpers: exact test data, byte counts, repetition counts, the value-error check and the log-space fit.
+
+Pure Python, no processes: well under a second. The timing helpers run in every lab 02 grading.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from utils.helpers import DTYPES, chunk_bytes, fit_alpha_beta_log, iters_for, nbytes, raises_value_error, sample
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sums_of_eight_samples_are_exact_in_any_order(dtype: torch.dtype) -> None:
+    tensors = [sample((50,), dtype, seed=s, device="cpu") for s in range(8)]
+    sums = {tuple(sum(order[1:], order[0]).tolist()) for order in itertools.islice(itertools.permutations(tensors), 50)}
+    assert len(sums) == 1
+    assert torch.equal(sample((3,), dtype, seed=1, device="cpu"), sample((3,), dtype, seed=1, device="cpu"))
+    with pytest.raises(ValueError):
+        sample((3,), torch.float16, seed=0, device="cpu")
+
+
+def test_sizes_and_repetitions() -> None:
+    assert nbytes(torch.zeros(5, dtype=torch.float64)) == 40
+    assert chunk_bytes(10, 4, 4) == [12, 12, 8, 8] and sum(chunk_bytes(7, 3, 8)) == 56
+    assert [iters_for(n, 2**24, 5, 100) for n in (8, 2**20, 2**24, 2**30)] == [100, 16, 5, 5]
+
+
+def test_raises_value_error_names_what_happened() -> None:
+    def fails(kind: type[Exception]) -> None:
+        raise kind("boom")
+
+    assert raises_value_error(fails, ValueError) == "ValueError"
+    assert raises_value_error(fails, KeyError) == "KeyError: 'boom'"
+    assert raises_value_error(len, [1]) == "no error"
+
+
+def test_log_fit_recovers_exact_lines_and_is_unbiased_under_lognormal_noise() -> None:
+    n = 2.0 ** np.arange(3, 25)
+    assert np.allclose(fit_alpha_beta_log(n, 50e-6 + n / 2e9), (50e-6, 1 / 2e9), rtol=1e-9, atol=0)
+    rng = np.random.default_rng(0)
+    fits = np.array([fit_alpha_beta_log(n, (50e-6 + n / 2e9) * rng.lognormal(0, 0.3, n.size)) for _ in range(200)])
+    bias = np.median(fits, axis=0) * (1 / 50e-6, 2e9) - 1  # the log fit estimates the median time
+    assert np.all(np.abs(bias) < 0.03), bias
+    for sizes, times in [([1, 2], [1.0]), ([4, 4], [1.0, 2.0]), ([1, 2], [1.0, 0.0])]:
+        with pytest.raises(ValueError):
+            fit_alpha_beta_log(sizes, times)
