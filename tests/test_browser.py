@@ -110,7 +110,7 @@ class Browser:
     """One JupyterLab page in headless Chromium, the browser console's errors, and a screenshot per step."""
 
     def __init__(self, page, shots: Path):
-        self.page, self.shots, self.errors = page, shots, []
+        self.page, self.shots, self.errors, self.warnings = page, shots, [], []
         page.set_default_timeout(PAGE_TIMEOUT_MS)
         page.on("console", self._console)
         page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
@@ -118,6 +118,8 @@ class Browser:
     def _console(self, message) -> None:
         if message.type == "error":
             self.errors.append(f"console: {message.text}")
+        elif message.type == "warning":
+            self.warnings.append(message.text)
 
     def screenshot(self, name: str) -> None:
         self.page.screenshot(path=self.shots / f"{len(list(self.shots.iterdir())):02d}-{name}.png")
@@ -136,7 +138,9 @@ class Browser:
     def open(self, path: str):
         """Open a notebook with File > Open from Path; return its panel once its kernel, the course's, is idle.
 
-        Fails if JupyterLab asks which kernel to use (the notebook names one this venv does not offer)."""
+        Fails if the notebook names a kernel that this venv does not offer: JupyterLab then asks which one to use,
+        or, with a single kernel of the notebook's language, takes that one and says so in the console."""
+        warned = len(self.warnings)
         self.menu("File", "Open from Path…")
         self.page.locator(".jp-Dialog input").fill(path)
         self.page.keyboard.press("Enter")
@@ -151,6 +155,8 @@ class Browser:
             assert time.monotonic() < deadline, f"{path} did not open on the kernel {KERNEL!r}"
             time.sleep(0.2)
         panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for()
+        fallback = [w for w in self.warnings[warned:] if "No exact match found" in w]
+        assert not fallback, f"{path} asks for a kernel this venv does not offer: {fallback}"
         return panel
 
     def run_all(self, panel) -> None:
