@@ -441,18 +441,23 @@ class _Ranks:
 
 def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: float) -> None:
     """Wait for every rank to succeed; raise as soon as one fails or the deadline passes."""
-    while ranks.alive():
-        ranks.wait(_POLL_S)
-        relay.pump()
+    while True:
+        # Whether all have ended is read before looking for failures: a rank that fails in between is seen by
+        # the check below (read after it, a last rank could end, failed, between the two and go unnoticed).
+        finished = not ranks.alive()
         if ranks.failed():
             grace_end = time.monotonic() + _FAILURE_GRACE_S
             while ranks.alive() and time.monotonic() < grace_end:
                 ranks.wait(_POLL_S)
             ranks.kill_all()
             raise RankFailedError(*_failure_report(ranks))
+        if finished:
+            return
         # Past the deadline, ranks whose function returned are only waiting to leave: not hung.
         if time.monotonic() > deadline and not all(ranks.returned(rank) for rank in ranks.alive()):
             raise RankHangError(*_hang_report(ranks, timeout))
+        ranks.wait(_POLL_S)
+        relay.pump()
 
 
 def _failure_report(ranks: _Ranks) -> tuple[str, list[int]]:
