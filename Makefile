@@ -63,7 +63,7 @@ test-fast: $(STAMP)  ## all but the grading run and the browser (a minute); one 
 	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
 # `make test` runs the browser test too where it finds a Chromium, and otherwise says in one line how to enable it.
-test-browser: $(STAMP)  ## JupyterLab as a student meets it, in headless Chromium (about a minute; needs chromium)
+test-browser: $(STAMP)  ## JupyterLab as a student meets it, in headless Chromium (1-2 minutes; needs chromium)
 	BROWSER_TEST_REQUIRED=1 $(BIN)/python -m pytest -m browser -rs $(PYTEST_ARGS)
 
 test-gpu: $(STAMP)  ## on a GPU box: every lab graded with its ranks on the GPUs, and the GPU-only tests
