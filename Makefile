@@ -8,12 +8,22 @@ EXCHANGE := $(abspath $(VENV))/share/nbgrader
 
 # nbgrader 0.9.6's parts, by the names its package registers (nbgrader/server_extensions/ and the
 # plugin ids in the @jupyter/nbgrader labextension). tests/test_lab_server.py checks the result.
-STUDENT_SERVER_EXTS    := nbgrader.server_extensions.assignment_list nbgrader.server_extensions.validate_assignment
+STUDENT_SERVER_EXTS    := nbgrader.server_extensions.validate_assignment
 INSTRUCTOR_SERVER_EXTS := nbgrader.server_extensions.formgrader nbgrader.server_extensions.course_list
-STUDENT_LAB_PLUGINS    := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:validate-assignment @jupyter/nbgrader:menu
+STUDENT_LAB_PLUGINS    := @jupyter/nbgrader:validate-assignment
 INSTRUCTOR_LAB_PLUGINS := @jupyter/nbgrader:formgrader @jupyter/nbgrader:course-list @jupyter/nbgrader:create-assignment
+# A class's tools: the assignment list fetches and submits through a course exchange, and the Nbgrader menu only
+# opens it (and the instructor's tools). Self-study has no exchange, so they are off here (not locked: a class
+# set-up that configures an exchange turns them on).
+CLASS_SERVER_EXTS      := nbgrader.server_extensions.assignment_list
+CLASS_LAB_PLUGINS      := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:menu
+# The course's JupyterLab settings, in the venv: one kernel, the course's (the notebooks ask for it, the launcher
+# offers only it), and no "get notified about official Jupyter news?" pop-up on a student's first visit.
+KERNEL_CONFIG   := {"KernelSpecManager": {"allowed_kernelspecs": ["ddp-course"]}, \
+                    "MultiKernelManager": {"default_kernel_name": "ddp-course"}}
+LAB_SETTINGS    := {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
 
-.PHONY: help lab test test-fast test-gpu lint release autograde grade feedback bench clean
+.PHONY: help lab class-lab test test-fast test-browser test-gpu lint release autograde grade feedback bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -29,13 +39,16 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .  # `import utils` from any folder
 	$(BIN)/python -m ipykernel install --sys-prefix --name ddp-course --display-name "Python (DDP course)" >/dev/null
-	@# nbgrader's student tools (assignment list, validate button) on; the instructor's tools off.
+	@# nbgrader's student tool (the Validate button) on; the instructor's tools off, and a class's (see above).
 	$(BIN)/jupyter server extension enable --log-level=WARN --sys-prefix $(STUDENT_SERVER_EXTS)
-	$(BIN)/jupyter server extension disable --log-level=WARN --sys-prefix $(INSTRUCTOR_SERVER_EXTS)
+	$(BIN)/jupyter server extension disable --log-level=WARN --sys-prefix $(INSTRUCTOR_SERVER_EXTS) $(CLASS_SERVER_EXTS)
 	$(BIN)/jupyter labextension enable --log-level=WARN --level=sys_prefix $(STUDENT_LAB_PLUGINS)
-	$(BIN)/jupyter labextension disable --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS)
+	$(BIN)/jupyter labextension disable --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS) $(CLASS_LAB_PLUGINS)
 	$(BIN)/jupyter labextension lock --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS)
-	@# The assignment list needs an exchange folder; this one lives in the venv, so nothing leaves the repo.
+	echo '$(KERNEL_CONFIG)' > $(VENV)/etc/jupyter/jupyter_server_config.d/ddp-course.json
+	mkdir -p $(VENV)/share/jupyter/lab/settings/overrides.d
+	echo '$(LAB_SETTINGS)' > $(VENV)/share/jupyter/lab/settings/overrides.d/ddp-course.json
+	@# The exchange of a class on this machine (make release-lab, make class-lab): inside the venv, nothing leaves the repo.
 	mkdir -p $(EXCHANGE)/exchange $(EXCHANGE)/cache
 	printf 'c.Exchange.root = "%s/exchange"\nc.Exchange.cache = "%s/cache"\n' $(EXCHANGE) $(EXCHANGE) \
 	  > $(VENV)/etc/jupyter/nbgrader_config.py
@@ -48,11 +61,20 @@ lab: $(STAMP)  ## set up (first time only) and start JupyterLab on course/
 	@$(if $(ROOT_ARGS),echo "make lab: running as root (a container or a rented box?): passing --allow-root to JupyterLab")
 	$(BIN)/jupyter lab --ServerApp.root_dir=course $(ROOT_ARGS) $(LAB_ARGS)
 
+# A class's students: the same JupyterLab with the Assignments tab (fetch, submit, fetch feedback) and the Nbgrader
+# menu on, through the exchange (jupyter/class/ turns them on for this JupyterLab only).
+class-lab: $(STAMP)  ## JupyterLab on course/ with nbgrader's Assignments tab, for a class that uses the exchange
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter/class" $(BIN)/jupyter lab --ServerApp.root_dir=course $(ROOT_ARGS) $(LAB_ARGS)
+
 test: $(STAMP)  ## set up (first time only) and run the whole test suite (every lab graded once)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: $(STAMP)  ## everything but the grading run (about a minute); one lab: make test PYTEST_ARGS="-m lab02"
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+test-fast: $(STAMP)  ## all but the grading run and the browser (a minute); one lab: make test PYTEST_ARGS="-m lab02"
+	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+
+# `make test` runs the browser test too where it finds a Chromium, and otherwise says in one line how to enable it.
+test-browser: $(STAMP)  ## JupyterLab as a student meets it, in headless Chromium (1-2 minutes; needs chromium)
+	BROWSER_TEST_REQUIRED=1 $(BIN)/python -m pytest -m browser -rs $(PYTEST_ARGS)
 
 test-gpu: $(STAMP)  ## on a GPU box: every lab graded with its ranks on the GPUs, and the GPU-only tests
 	@$(BIN)/python -c 'import sys, torch; n = torch.cuda.device_count(); sys.exit(0 if n else "make test-gpu: \

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir
 
-COPIED = ("utils", "requirements.txt", "environment.yml", "pyproject.toml", ".gitignore")
+COPIED = ("utils", "jupyter", "requirements.txt", "environment.yml", "pyproject.toml", ".gitignore")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
-STUDENT_RULES = {"help", "$(STAMP)", "lab", "clean"}  # the Makefile rules a student gets as they are
+STUDENT_RULES = {"help", "$(STAMP)", "lab", "class-lab", "clean"}  # the Makefile rules a student gets as they are
 STUDENT_TEST_RULE = """\
 test: $(STAMP)  ## every lab's visible tests, as the Validate button runs them (one lab: make test LAB=01)
 \t$(BIN)/python -m pytest tests $(if $(LAB),-k "$(LAB)") $(PYTEST_ARGS)

@@ -9,6 +9,7 @@ autograder/grade.py.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -30,6 +31,10 @@ log = logging.getLogger("autograder")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_FILE = Path(__file__).resolve().with_name("nbgrader_config.py")
+# The course's Jupyter kernel, which the Makefile installs into the venv (`ipykernel install --sys-prefix --name
+# ddp-course`). Every notebook asks for it: JupyterLab then opens each lab on the venv's Python without a kernel
+# picker, and nbgrader (which grades on the kernelspec of solutions/) runs the same interpreter.
+COURSE_KERNELSPEC = {"display_name": "Python (DDP course)", "language": "python", "name": "ddp-course"}
 
 
 class PipelineError(RuntimeError):
@@ -144,11 +149,13 @@ def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[
     nbgrader generate_assignment --force --no-db for every assignment: solutions and hidden tests are
     removed, outputs and execution counts cleared, and each course/<assignment>/ is rebuilt from scratch,
     so a second run is byte-identical. A folder of the release whose assignment has left solutions/ is
-    removed. No gradebook is touched (grading registers the assignments in a gradebook of its own).
+    removed. No gradebook is touched (grading registers the assignments in a gradebook of its own). A notebook
+    that asks for another kernel than COURSE_KERNELSPEC stops the release before anything is written.
     """
     names = assignment_names(root)
     if not names:
         raise PipelineError(f"no assignments in {course_dir(root, 'source')}: expected <assignment>/*.ipynb")
+    check_course_kernel(root)
     dest = Path(release_dir).resolve() if release_dir is not None else course_dir(root, "release")
     run_nbgrader("generate_assignment", "*", "--force", "--no-db", f"--CourseDirectory.release_directory={dest}",
                  root=root)
@@ -162,6 +169,25 @@ def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[
     if missing:
         raise PipelineError(f"nbgrader did not write {', '.join(missing)} into {dest}")
     return written
+
+
+def check_course_kernel(root: Path = REPO_ROOT) -> None:
+    """Raise PipelineError naming every notebook of solutions/ whose kernelspec is not COURSE_KERNELSPEC."""
+    source = course_dir(root, "source")
+    wrong = {}
+    for assignment in assignment_names(root):
+        for name in notebook_names(root, assignment):
+            path = source / assignment / f"{name}.ipynb"
+            kernelspec = json.loads(path.read_text()).get("metadata", {}).get("kernelspec")
+            if kernelspec != COURSE_KERNELSPEC:
+                wrong[path.relative_to(root).as_posix()] = (kernelspec or {}).get("name", "no kernel")
+    if wrong:
+        listed = ", ".join(f"{path} ({kernel})" for path, kernel in wrong.items())
+        raise PipelineError(
+            f"every notebook must ask for the course kernel {COURSE_KERNELSPEC['name']!r}; these ask for another: "
+            f"{listed}. "
+            f"Open each one in `make lab`, choose Kernel > Change Kernel > {COURSE_KERNELSPEC['display_name']} and "
+            f"save (or set its metadata.kernelspec to {json.dumps(COURSE_KERNELSPEC)}).")
 
 
 def read_score(root: Path, student: str, assignment: str) -> tuple[float, float]:

@@ -65,11 +65,14 @@ def make(clone: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_every_file_is_a_student_file(clone: Path) -> None:
-    """Each file is a copy of course/, utils/ or a set-up file of this repository, or one of the three made for
-    students: so no solutions/, autograder/ (reference implementations) or tests/corpus (broken submissions)."""
-    ours = {**{f"course/{k}": v for k, v in files(COURSE).items()}, **{f"utils/{k}": v for k, v in
-            files(ROOT / "utils").items() if "__pycache__" not in k}}
-    ours.update({name: (ROOT / name).read_bytes() for name in export.COPIED if (ROOT / name).is_file()})
+    """Each file is a copy of course/, utils/, jupyter/ or a set-up file of this repository, or one of the three
+    made for students: so no solutions/, autograder/ (reference implementations) or tests/corpus (broken submissions).
+    """
+    ours = {f"course/{k}": v for k, v in files(COURSE).items()}
+    for name in export.COPIED:
+        path = ROOT / name
+        ours.update({f"{name}/{k}": v for k, v in files(path).items() if "__pycache__" not in k} if path.is_dir()
+                    else {name: path.read_bytes()})
     theirs = files(clone)
     strays = sorted(name for name, data in theirs.items() if name not in GENERATED and ours.get(name) != data)
     assert not strays, f"files of the student edition that are not this repository's student files: {strays}"

@@ -1,4 +1,4 @@
-"""`make lab` serves what a student needs: lab 00, the course kernel, nbgrader's student tools only.
+"""`make lab` serves what a student needs: lab 00, the course kernel only, nbgrader's student tools only.
 
 Starts the real server through the Makefile on a free port and asks its REST API, as this user (root in CI:
 `make lab` must then pass --allow-root by itself); as root, a dry run as an ordinary user too. The server runs
@@ -16,6 +16,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 LAB_00 = "00_ranks_and_alpha_beta"
 START_TIMEOUT_S = 120  # a cold start on a busy 2-core machine takes 10-30 s
 
-STUDENT_PLUGINS = ["@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:validate-assignment"]
+STUDENT_PLUGINS = ["@jupyter/nbgrader:validate-assignment"]
+# A class's tools (the assignment list needs a course exchange, the menu only opens it): off for self-study.
+CLASS_PLUGINS = ["@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"]
 INSTRUCTOR_PLUGINS = [
     "@jupyter/nbgrader:formgrader",
     "@jupyter/nbgrader:course-list",
@@ -61,27 +64,40 @@ ROOT_NOTE = "running as root"  # what `make lab` says when it passes --allow-roo
 
 @contextlib.contextmanager
 def make_lab(tmp: Path, repo: Path = REPO, target: str = "lab", make_options: tuple[str, ...] = ()):
-    """`make lab` (or `target`) of `repo` on a free port: yields (Lab, its log).
+    """`make lab` (or `target`) of `repo` on a free port: yields (Lab, its log). No --allow-root is passed: as root,
+    `make lab` must add it by itself."""
+    def command(lab_args: str) -> list[str]:
+        return ["make", *make_options, target, f"LAB_ARGS={lab_args}"]
 
-    No --allow-root is passed: as root, `make lab` must add it by itself. User-level Jupyter folders and HOME
-    point into tmp: only what `make` put in the venv counts, and nothing is written into a home folder.
+    with serve(tmp, command, f"`make {target}`", cwd=repo) as (server, log):
+        yield server, log
+
+
+@contextlib.contextmanager
+def serve(tmp: Path, command: Callable[[str], list[str]], name: str, env: Mapping[str, str] | None = None,
+          cwd: Path = REPO):
+    """Run command(lab_args), a JupyterLab server given the options to listen on a free port with a fresh token;
+    yield (Lab, its log) once it answers.
+
+    User-level Jupyter folders and HOME point into tmp: only what `make` put in the venv counts, and nothing is
+    written into a home folder. `env` is added to the server's environment; the command runs in `cwd`.
     """
     port, token = free_port(), secrets.token_hex(16)
     lab_args = f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.port_retries=0 --ServerApp.token={token}"
-    env = dict(os.environ, HOME=str(tmp), JUPYTER_CONFIG_DIR=str(tmp / "config"),
-               JUPYTER_DATA_DIR=str(tmp / "data"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
-    env.pop("MAKEFLAGS", None)  # under `make test`: start `make lab` as a student would, not as a sub-make
+    full_env = dict(os.environ, HOME=str(tmp), JUPYTER_CONFIG_DIR=str(tmp / "config"),
+                    JUPYTER_DATA_DIR=str(tmp / "data"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), **(env or {}))
+    full_env.pop("MAKEFLAGS", None)  # under `make test`: start `make lab` as a student would, not as a sub-make
     log = open(tmp / "lab.log", "w+")
-    proc = subprocess.Popen(["make", *make_options, target, f"LAB_ARGS={lab_args}"], cwd=repo, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(command(lab_args), cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     try:
         server = Lab(f"http://127.0.0.1:{port}", token)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"`make {target}` exited with {proc.returncode}:\n{log_tail(log)}")
+                pytest.fail(f"{name} exited with {proc.returncode}:\n{log_tail(log)}")
             if time.monotonic() > deadline:
-                pytest.fail(f"`make {target}` did not answer within {START_TIMEOUT_S} s:\n{log_tail(log)}")
+                pytest.fail(f"{name} did not answer within {START_TIMEOUT_S} s:\n{log_tail(log)}")
             try:
                 if server.request("/api/status")[0] == 200:
                     break
@@ -160,15 +176,17 @@ def test_lab_00_is_listed(lab):
 
 
 def test_course_kernel_runs_the_venv_python(lab):
-    specs = lab.json("/api/kernelspecs")["kernelspecs"]
-    assert "ddp-course" in specs, f"kernels: {sorted(specs)}"
+    """The one kernel offered, and the default: the launcher shows a single entry, and no notebook asks which."""
+    reply = lab.json("/api/kernelspecs")
+    specs = reply["kernelspecs"]
+    assert list(specs) == ["ddp-course"] and reply["default"] == "ddp-course", f"kernels: {reply}"
     python = Path(specs["ddp-course"]["spec"]["argv"][0])
     assert python.parent.resolve() == (REPO / ".venv" / "bin").resolve()
 
 
-def test_assignment_list_answers_without_error(lab):
-    # success is False (with a message the student would see) when the exchange folder is missing.
-    assert lab.json("/courses") == {"success": True, "value": []}
+def test_assignment_list_is_off_for_self_study(lab):
+    """Without a course exchange it could only say "No courses found"."""
+    assert lab.request("/courses")[0] == 404
 
 
 def test_validate_button_has_its_server_side(lab):
@@ -185,7 +203,7 @@ def test_lab_plugins_student_on_instructor_off(lab):
     config = page_config(lab)
     assert "@jupyter/nbgrader" in [ext["name"] for ext in config["federated_extensions"]]
     disabled = set(config["disabledExtensions"])
-    assert set(INSTRUCTOR_PLUGINS) <= disabled
+    assert set(INSTRUCTOR_PLUGINS + CLASS_PLUGINS) <= disabled
     assert not set(STUDENT_PLUGINS) & disabled
 
 
@@ -193,5 +211,14 @@ def test_plugin_ids_exist_in_nbgrader_bundle():
     """A misspelt id would be 'disabled' without effect: each id must be one nbgrader really registers."""
     static = REPO / ".venv/share/jupyter/labextensions/@jupyter/nbgrader/static"
     bundle = "".join(p.read_text() for p in static.glob("*.js"))
-    for plugin in STUDENT_PLUGINS + INSTRUCTOR_PLUGINS:
+    for plugin in STUDENT_PLUGINS + INSTRUCTOR_PLUGINS + CLASS_PLUGINS:
         assert plugin in bundle, plugin
+
+
+def test_class_lab_turns_the_assignments_tab_on(tmp_path):
+    """`make class-lab`: the same JupyterLab with the class's tools on, on the exchange that `make` set up."""
+    with make_lab(tmp_path, target="class-lab") as (server, _):
+        assert server.request("/courses")[0] == 200  # the assignment list's server side, on the venv's exchange
+        disabled = set(page_config(server)["disabledExtensions"])
+        assert not set(CLASS_PLUGINS + STUDENT_PLUGINS) & disabled
+        assert set(INSTRUCTOR_PLUGINS) <= disabled

@@ -2,6 +2,7 @@
 
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -243,9 +244,14 @@ def test_launch_from_a_notebook_executed_by_nbclient() -> None:
             "except RankHangError as error:\n"
             "    print(error)"
         ),
+        nbformat.v4.new_code_cell(
+            "def unsolved():\n"
+            "    raise NotImplementedError('Exercise 1.1: broadcast')\n"
+            "launch(unsolved, 2)"
+        ),
     ]
-    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    first, second = ([o for o in cell.outputs] for cell in nb.cells)
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True).execute()
+    first, second, third = ([o for o in cell.outputs] for cell in nb.cells)
     assert all(o.get("name") == "stdout" for o in first), f"unexpected output: {first}"
     text = "".join(o["text"] for o in first)
     assert "[rank 2] computing" in text and "[0, 1, 4]" in text
@@ -254,6 +260,12 @@ def test_launch_from_a_notebook_executed_by_nbclient() -> None:
     # The blocking line is named by its notebook cell, as IPython names cells in tracebacks.
     assert "rank 0: blocked in torch.distributed.recv, at Cell In[2], line 2" in report
     assert "rank 1: blocked in torch.distributed.recv, at Cell In[2], line 2" in report
+    # What the student sees of a failed launch: their line, then the rank's traceback; no frame of the launcher.
+    [error] = third
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error["traceback"]))  # without the terminal colours
+    frames = re.findall(r"^(?:Cell In\[\d+\]|File .*), line \d+", shown, re.MULTILINE)
+    assert frames == ["Cell In[3], line 3"] and "launch.py" not in shown, shown
+    assert "NotImplementedError: Exercise 1.1: broadcast" in shown, shown
 
 
 @pytest.mark.parametrize(

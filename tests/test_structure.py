@@ -2,6 +2,7 @@
 
 One parametrized check per rule, over every assignment of solutions/ (a new lab needs no code here):
 - the assignment folder holds only its notebook, committed without outputs;
+- the notebook and its release ask for the course kernel, the one the Makefile installs;
 - nbgrader's metadata is consistent: unique grade_ids, locked test cells, unlocked solution cells;
 - every stub names its exercise and raises NotImplementedError, and every contract docstring stays in the
   release (outside the solution region);
@@ -22,12 +23,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.pipeline import COURSE_KERNELSPEC
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
     CELL_TIMEOUT,
     COURSE,
     HIDDEN,
+    ROOT,
     SOLUTIONS,
     graded_cells,
     lab_params,
@@ -64,10 +67,25 @@ def test_the_folder_holds_only_the_notebook_without_outputs(assignment: str) -> 
     assert len(files) == 1 and files[0].endswith(".ipynb"), f"solutions/{assignment}/ holds {files}, not one notebook"
     nb = nbformat.read(SOLUTIONS / assignment / files[0], as_version=4)
     nbformat.validate(nb)
-    assert nb.metadata.kernelspec.name in {"python3", "ddp-course"}, (
-        f"kernel {nb.metadata.kernelspec.name}: the labs use ddp-course (the course kernel) or python3")
     dirty = [c.id for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count is not None)]
     assert not dirty, f"cells {dirty} have outputs or execution counts: commit the notebook without them"
+
+
+@pytest.mark.parametrize("assignment", LABS)
+def test_the_notebook_and_its_release_ask_for_the_course_kernel(assignment: str) -> None:
+    """JupyterLab opens a lab on the kernel its notebook names; the Makefile's venv offers only the course's."""
+    for nb in (notebook(solution_notebook(assignment)), released(assignment)):
+        kernelspec = nb["metadata"].get("kernelspec")
+        assert kernelspec == COURSE_KERNELSPEC, (
+            f"{assignment} asks for the kernel {kernelspec}, not {COURSE_KERNELSPEC}: set it in solutions/ "
+            "(`make release` says how) and run `make release`")
+
+
+def test_the_makefile_installs_the_course_kernel() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    install = (f'ipykernel install --sys-prefix --name {COURSE_KERNELSPEC["name"]} '
+               f'--display-name "{COURSE_KERNELSPEC["display_name"]}"')
+    assert install in makefile, f"the Makefile must install the notebooks' kernel: `{install}`"
 
 
 @pytest.mark.parametrize("assignment", LABS)

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import wait as wait_for_exit
+from types import TracebackType
 from typing import Any
 
 import torch
@@ -70,6 +71,17 @@ _LIBRARY_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(threading.__fi
 
 class LaunchError(RuntimeError):
     """A launch that did not return a result from every rank."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's traceback of this error without the launcher's own frames.
+
+        IPython calls this hook instead of formatting the traceback itself, in a notebook cell and in nbgrader's
+        Validate report alike. The frames inside launch() say nothing about the student's code (the message holds
+        the rank's own traceback, already trimmed), so the traceback goes from the student's line straight to it.
+        """
+        from IPython import get_ipython  # only IPython calls this hook
+
+        return get_ipython().InteractiveTB.structured_traceback(type(self), self, _without_launcher(self.__traceback__))
 
 
 class RankFailedError(LaunchError):
@@ -429,20 +441,23 @@ class _Ranks:
 
 def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: float) -> None:
     """Wait for every rank to succeed; raise as soon as one fails or the deadline passes."""
-    while ranks.alive():
-        ranks.wait(_POLL_S)
-        relay.pump()
+    while True:
+        # Whether all have ended is read before looking for failures: a rank that fails in between is seen by
+        # the check below (read after it, a last rank could end, failed, between the two and go unnoticed).
+        finished = not ranks.alive()
         if ranks.failed():
             grace_end = time.monotonic() + _FAILURE_GRACE_S
             while ranks.alive() and time.monotonic() < grace_end:
                 ranks.wait(_POLL_S)
             ranks.kill_all()
             raise RankFailedError(*_failure_report(ranks))
+        if finished:
+            return
         # Past the deadline, ranks whose function returned are only waiting to leave: not hung.
         if time.monotonic() > deadline and not all(ranks.returned(rank) for rank in ranks.alive()):
             raise RankHangError(*_hang_report(ranks, timeout))
-    if ranks.failed():  # every rank ended between two checks above, and one of them failed
-        raise RankFailedError(*_failure_report(ranks))
+        ranks.wait(_POLL_S)
+        relay.pump()
 
 
 def _failure_report(ranks: _Ranks) -> tuple[str, list[int]]:
@@ -488,6 +503,19 @@ def _trim_traceback(trace: str) -> str:
     launcher_files = (sys.modules[torch_mp.start_processes.__module__].__file__, __file__)
     frame = re.compile(r'^  File "(?P<file>[^"]+)".*\n(?:    .*\n)*', re.MULTILINE)
     return frame.sub(lambda m: "" if m["file"] in launcher_files else m[0], trace)
+
+
+def _without_launcher(tb: TracebackType | None) -> TracebackType | None:
+    """A copy of the traceback chain `tb` without the entries of this file (the original is left intact)."""
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != __file__:
+            kept.append(tb)
+        tb = tb.tb_next
+    trimmed = None
+    for entry in reversed(kept):
+        trimmed = TracebackType(trimmed, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return trimmed
 
 
 def _hang_report(ranks: _Ranks, timeout: float) -> tuple[str, dict[int, str]]:
