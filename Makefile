@@ -45,7 +45,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/jupyter labextension enable --log-level=WARN --level=sys_prefix $(STUDENT_LAB_PLUGINS)
 	$(BIN)/jupyter labextension disable --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS) $(CLASS_LAB_PLUGINS)
 	$(BIN)/jupyter labextension lock --log-level=WARN --level=sys_prefix $(INSTRUCTOR_LAB_PLUGINS)
-	echo '$(KERNEL_CONFIG)' > $(VENV)/etc/jupyter/jupyter_server_config.d/ddp-course.json
+	echo '$(KERNEL_CONFIG)' > $(VENV)/etc/jupyter/jupyter_server_config.json
 	mkdir -p $(VENV)/share/jupyter/lab/settings/overrides.d
 	echo '$(LAB_SETTINGS)' > $(VENV)/share/jupyter/lab/settings/overrides.d/ddp-course.json
 	@# The exchange of a class on this machine (make release-lab, make class-lab): inside the venv, nothing leaves the repo.
