@@ -14,7 +14,7 @@ ASSIGNMENT = "07_zero"
 SHARD_END = "min((rank + 1) * size, numel)"
 OPTIMIZER = "self.optimizer = optimizer_cls([self.master], **optimizer_kwargs)"
 UPDATE = "        self.optimizer.step()  # moves this rank's shard only, with the state of this shard only\n"
-GATHER = "            all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
+GATHER = "            dist.all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
 
 CASES = [
     # Each shard one element too long: neighbouring ranks both own the element at the boundary.
