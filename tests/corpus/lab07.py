@@ -3,6 +3,7 @@
 Points: test_memory_per_rank 2, test_shard_range 2, test_zero1_equals_ddp 4, test_zero1_state_bytes 2,
 test_zero1_traffic 2, test_zero1_vs_torch 2, test_zero2 2. The tests of 7.3 and 7.4 put a stand-in in place of
 shard_range, and 7.4's compares stage 2 with the submission's own stage 1, so each bug costs one exercise's points.
+The traffic test counts calls: a right result reached with another collective loses its points only.
 """
 
 from tests.corpus.common import Case, chain, replace
@@ -14,7 +15,8 @@ ASSIGNMENT = "07_zero"
 SHARD_END = "min((rank + 1) * size, numel)"
 OPTIMIZER = "self.optimizer = optimizer_cls([self.master], **optimizer_kwargs)"
 UPDATE = "        self.optimizer.step()  # moves this rank's shard only, with the state of this shard only\n"
-GATHER = "            all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
+SCATTER = "        dist.reduce_scatter_tensor(grad, flat)  # the sum over the ranks of chunk `rank`\n"
+GATHER = "            dist.all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
 
 CASES = [
     # Each shard one element too long: neighbouring ranks both own the element at the boundary.
@@ -29,4 +31,10 @@ CASES = [
                                                    "self.optimizer = optimizer_cls([self.master, *self.params], "
                                                    "**optimizer_kwargs)"),
          loses={"test_zero1_state_bytes"}),
+    # The gradient all-reduced whole, of which the rank keeps its chunk (what Gloo does inside its reduce-scatter):
+    # the same parameters, twice the reduce-scatter's bytes with a ring.
+    Case("all_reduce_instead_of_reduce_scatter",
+         replace("ZeroStage1Optimizer", SCATTER, "        dist.all_reduce(flat)\n"
+                 "        grad.copy_(flat.view(self.world_size, -1)[dist.get_rank()])\n"),
+         loses={"test_zero1_traffic"}),
 ]
