@@ -30,7 +30,7 @@ CELL_TIMEOUT = float(pipeline.nbgrader_config().Execute.timeout)  # nbgrader's p
 
 __all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "KILL_SLACK", "ROOT", "SOLUTIONS", "GradingRun",
            "autograded", "cell_seconds", "cells_losing_points", "free_port", "graded_cells", "lab_marker",
-           "lab_params", "meta", "notebook", "page_text", "secret_lines", "source", "text_lines",
+           "lab_params", "meta", "notebook", "own_lines", "page_text", "secret_lines", "source", "text_lines",
            "without_hidden_tests"]
 
 
@@ -72,6 +72,13 @@ def secret_lines(assignment: str, region: re.Pattern) -> set[str]:
                for cell in notebook(path)["cells"] for line in source(cell).splitlines()}
     return {s for line in regions.splitlines() if len(s := line.strip()) >= 20 and not s.startswith("### ")
             and s not in visible}
+
+
+def own_lines(nb: dict) -> set[str]:
+    """The stripped lines of a submission's cells other than its test cells: the student's own, theirs to see in
+    feedback even where a hidden test holds the same line (a stand-in written like the solution, for example)."""
+    return {line.strip() for cell in nb["cells"] if not (meta(cell).get("grade") and not meta(cell).get("solution"))
+            for line in source(cell).splitlines()}
 
 
 def text_lines(text: str) -> set[str]:

@@ -21,7 +21,7 @@ from traitlets.config import Config
 from autograder import pipeline
 from autograder.__main__ import main
 from tests import corpus
-from tests.common import ASSIGNMENTS, ROOT, page_text, secret_lines, text_lines
+from tests.common import ASSIGNMENTS, ROOT, notebook, own_lines, page_text, secret_lines, text_lines
 from tests.corpus.common import GRADED, HIDDEN, write_case
 from tests.test_lab_server import make_lab, page_config
 
@@ -85,7 +85,9 @@ def test_student_holds_feedback_with_the_right_score(trip: dict) -> None:
     text = page_text(pages[0])
     assert f"(Score: {want:.1f} / {full:.1f})" in text, text[:500]
     assert pipeline.read_score(trip["root"], STUDENT, LAB) == (want, full)
-    assert not secret_lines(LAB, HIDDEN) & text_lines(text), "the student's feedback shows hidden tests"
+    [graded] = (pipeline.course_dir(trip["root"], "autograded") / STUDENT / LAB).glob("*.ipynb")
+    leaked = (secret_lines(LAB, HIDDEN) - own_lines(notebook(graded))) & text_lines(text)
+    assert not leaked, f"the student's feedback shows hidden tests: {sorted(leaked)[:5]}"
 
 
 def test_instructor_lab_serves_formgrader_on_the_gradebook(trip: dict, tmp_path: Path) -> None:

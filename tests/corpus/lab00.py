@@ -19,6 +19,7 @@ from tests.corpus.common import (
     edit_cell,
     prepend,
     released,
+    replace,
 )
 
 ASSIGNMENT = "00_ranks_and_alpha_beta"
@@ -69,7 +70,10 @@ CASES = [
          prepend("ring_shift", "if dist.get_rank() == 1:\n    import os, signal\n"
                  "    os.kill(os.getpid(), signal.SIGKILL)\n"),
          loses={"test_ring_shift"}, says=("test_ring_shift (4 points) failed", "rank 1 failed", "killed by SIGKILL")),
-    Case("infinite_loop", body("fit_alpha_beta", "i = 0\nwhile True:  # never ends\n    i += 1\n"),
+    # The loop runs once, in the exercise's cell, before the def: one cell timeout, then every use of the
+    # function fails at once (a loop inside the function would cost a timeout in each of the four cells calling it).
+    Case("infinite_loop", replace("fit_alpha_beta", "def fit_alpha_beta(",
+                                  "i = 0\nwhile True:  # never ends\n    i += 1\n\n\ndef fit_alpha_beta("),
          loses={"test_fit_alpha_beta"}, says=("test_fit_alpha_beta (3 points) failed",)),
     Case("stderr_noise", chain(
         prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
