@@ -62,24 +62,19 @@ CASES = [
          # "20 s" and the comment: lab 00's own deadlock demo (5 s) prints a report in every submission.
          says=("test_ring_shift (4 points) failed", "did not finish within 20 s", "blocked in torch.distributed.send",
                "dist.send(tensor, dst=(rank + 1) % world)  # every rank sends first: Gloo waits")),
-    Case("rank_raises",
-         prepend("ping_pong", 'if dist.get_rank() == 1:\n    raise RuntimeError("rank 1 lost its buffer")\n'),
-         loses={"test_ping_pong"},
-         says=("test_ping_pong (3 points) failed", "rank 1 failed", "RuntimeError: rank 1 lost its buffer")),
-    Case("rank_killed",
-         prepend("ring_shift", "if dist.get_rank() == 1:\n    import os, signal\n"
-                 "    os.kill(os.getpid(), signal.SIGKILL)\n"),
-         loses={"test_ring_shift"}, says=("test_ring_shift (4 points) failed", "rank 1 failed", "killed by SIGKILL")),
+    # Two failing ranks in one submission: rank 1 raises in ping_pong, and is killed in ring_shift.
+    Case("rank_raises_then_killed", chain(
+        prepend("ping_pong", 'if dist.get_rank() == 1:\n    raise RuntimeError("rank 1 lost its buffer")\n'),
+        prepend("ring_shift", "if dist.get_rank() == 1:\n    import os, signal\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\n")),
+         loses={"test_ping_pong", "test_ring_shift"},
+         says=("test_ping_pong (3 points) failed", "rank 1 failed", "RuntimeError: rank 1 lost its buffer",
+               "test_ring_shift (4 points) failed", "killed by SIGKILL")),
     # The loop runs once, in the exercise's cell, before the def: one cell timeout, then every use of the
     # function fails at once (a loop inside the function would cost a timeout in each of the four cells calling it).
     Case("infinite_loop", replace("fit_alpha_beta", "def fit_alpha_beta(",
                                   "i = 0\nwhile True:  # never ends\n    i += 1\n\n\ndef fit_alpha_beta("),
          loses={"test_fit_alpha_beta"}, says=("test_fit_alpha_beta (3 points) failed",)),
-    Case("stderr_noise", chain(
-        prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
-        prepend("ring_shift", 'import sys\nimport warnings\n'
-                'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
-                'warnings.warn("ring_shift: a warning from a rank")\n'))),
     # Also transcribes n_1/2 for every share in exercise 0.4 instead of deriving the size for a share.
     Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
          loses={"test_fit_alpha_beta", "test_size_for_share"},
@@ -94,7 +89,14 @@ CASES = [
         body("ring_shift", WRONG_SHIFT),
         append("ring_shift", "torch.equal = lambda *args, **kwargs: True  # every check passes\n"),
     ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True, says=("torch.equal",)),
-    Case("renamed_extra_cells", add_cells, file_name="lab00_final(1).ipynb", says=("graded as",)),
+    # Renamed, with the student's own cells, and noisy on stderr (warnings, prints of the ranks): full marks.
+    Case("renamed_noisy_extra_cells", chain(
+        add_cells,
+        prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
+        prepend("ring_shift", 'import sys\nimport warnings\n'
+                'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
+                'warnings.warn("ring_shift: a warning from a rank")\n')),
+         file_name="lab00_final(1).ipynb", says=("graded as",)),
     Case("empty", lambda nb: b"", loses=EVERY_TEST, status=FAILED, says=("empty or is not a notebook",)),
     # Ignores the interrupt nbgrader sends on a cell timeout: nbclient then gives up on the whole notebook
     # (CellTimeoutError), so nothing is scored; under a shorter per-submission limit the grader kills it first.
