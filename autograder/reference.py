@@ -35,6 +35,7 @@ import torch.distributed as dist
 from torch import nn
 
 from autograder.tamper import meta, source
+from utils.helpers import scratch
 from utils.launch import rank_device
 
 __all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
@@ -43,19 +44,6 @@ SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 LAB02_SOLUTION = SOLUTIONS / "02_ring_allreduce" / "ring_allreduce.ipynb"
 LAB04_SOLUTION = SOLUTIONS / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
-
-_buffers: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}  # the tree's and the naive one's inbox
-
-
-def _receive_buffer(dtype: torch.dtype, device: torch.device, numel: int) -> torch.Tensor:
-    """A preallocated buffer of `numel` elements: no allocation per call."""
-    key = (dtype, device, numel)
-    if key not in _buffers:
-        if len(_buffers) >= 4:  # a benchmark sweeping sizes must not hoard memory
-            _buffers.clear()
-        _buffers[key] = torch.empty(numel, dtype=dtype, device=device)
-    return _buffers[key]
-
 
 def _solution(notebook: Path, grade_id: str, **imports: Any) -> Any:
     """What the solution cell `grade_id` of `notebook` defines under the name `grade_id`: the one place it is written.
@@ -69,7 +57,7 @@ def _solution(notebook: Path, grade_id: str, **imports: Any) -> Any:
     return namespace[grade_id]
 
 
-_pipelined_ring = _solution(LAB02_SOLUTION, "pipelined_ring_all_reduce")
+_pipelined_ring = _solution(LAB02_SOLUTION, "pipelined_ring_all_reduce", scratch=scratch)
 
 
 def _flat_view(tensor: torch.Tensor) -> torch.Tensor:
@@ -98,7 +86,7 @@ def tree_all_reduce(tensor: torch.Tensor) -> None:
     if world == 1 or tensor.numel() == 0:  # nothing to add up (an empty tensor is always contiguous)
         return
     flat = _flat_view(tensor)
-    inbox = _receive_buffer(flat.dtype, flat.device, flat.numel())
+    inbox = scratch("inbox", flat.numel(), flat)
     mask = 1
     while mask < world:  # reduce: at round `mask`, ranks with that bit set hand their partial sum down
         if rank & mask:
@@ -131,7 +119,7 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
         dist.isend(flat, dst=0).wait()
         dist.irecv(flat, src=0).wait()
         return
-    inbox = _receive_buffer(flat.dtype, flat.device, flat.numel())
+    inbox = scratch("inbox", flat.numel(), flat)
     for peer in range(1, world):
         dist.irecv(inbox, src=peer).wait()
         flat.add_(inbox)
