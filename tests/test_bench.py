@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 import autograder.reference as reference
 from autograder import bench_ddp
-from autograder.bench import COLUMNS, parse_size, rows_for, verdict
+from autograder.bench import COLUMNS, crowding_note, parse_size, rows_for, verdict
 from autograder.bench import IMPLS as BENCH_IMPLS
 from utils.allreduce import halving_doubling_all_reduce
 from utils.launch import launch
@@ -145,8 +145,14 @@ def test_ddp_rows_pair_repetitions_and_the_verdict_judges_n_2() -> None:
 
 def test_rows_take_the_slowest_rank_and_pair_repetitions_for_the_ratio() -> None:
     # Two ranks, three repetitions of 1 MB; rank 1 is the slower one in some repetitions.
-    per_rank = [{"builtin": {1 << 20: [1.0, 2.0, 3.0]}, "ring": {1 << 20: [2.0, 2.0, 1.0]}},
-                {"builtin": {1 << 20: [0.5, 2.5, 3.0]}, "ring": {1 << 20: [1.5, 4.0, 2.0]}}]
+    # CPU times: the same numbers halved on rank 0, so the sums over ranks are builtin [1.0, 3.5, 4.5] and ring
+    # [2.5, 5.0, 2.5]: paired ratios 0.4, 0.7, 1.8.
+    wall = [{"builtin": {1 << 20: [1.0, 2.0, 3.0]}, "ring": {1 << 20: [2.0, 2.0, 1.0]}},
+            {"builtin": {1 << 20: [0.5, 2.5, 3.0]}, "ring": {1 << 20: [1.5, 4.0, 2.0]}}]
+    halved = {name: {size: [t / 2 for t in times] for size, times in by_size.items()}
+              for name, by_size in wall[0].items()}
+    cpu = [halved, wall[1]]
+    per_rank = [{"wall": w, "cpu": c} for w, c in zip(wall, cpu, strict=True)]
     rows = {r["impl"]: r for r in rows_for(2, per_rank)}
     # Slowest rank per repetition: builtin [1.0, 2.5, 3.0], ring [2.0, 4.0, 2.0]; medians 2.5 s and 2.0 s.
     assert rows["builtin"]["time_us"] == 2.5e6 and rows["ring"]["time_us"] == 2.0e6
@@ -154,7 +160,9 @@ def test_rows_take_the_slowest_rank_and_pair_repetitions_for_the_ratio() -> None
     assert math.isclose(rows["ring"]["busbw_GBps"], rows["ring"]["algbw_GBps"])  # 2(N-1)/N = 1 for N = 2
     # Paired ratios builtin / ring: 0.5, 0.625, 1.5 -> median 0.625, not the ratio of medians (2.5 / 2.0).
     assert rows["ring"]["ratio"] == 0.625 and rows["builtin"]["ratio"] == 1.0
-    assert math.isnan(rows_for(2, [{"ring": {1 << 20: [1.0]}}])[0]["ratio"])  # no builtin: no ratio
+    assert math.isclose(rows["ring"]["cpu_ratio"], 0.7) and rows["builtin"]["cpu_ratio"] == 1.0
+    alone = rows_for(2, [{"wall": {"ring": {1 << 20: [1.0]}}, "cpu": {"ring": {1 << 20: [1.0]}}}])[0]
+    assert math.isnan(alone["ratio"]) and math.isnan(alone["cpu_ratio"])  # no builtin: no ratio
 
 
 def test_size_parsing_and_verdict_without_large_sizes() -> None:
@@ -165,3 +173,11 @@ def test_size_parsing_and_verdict_without_large_sizes() -> None:
             {"impl": "ring", "N": 2, "size_bytes": 1 << 20, "ratio": 0.10}]  # below 4 MB: not judged
     assert "N=2: 0.92" in verdict(rows) and verdict(rows).endswith(">= 0.9: met")
     assert "not judged" in verdict(rows[3:])
+
+
+def test_crowding_note_only_where_ranks_outnumber_cores() -> None:
+    rows = [{"impl": "ring", "N": n, "size_bytes": size, "ratio": ratio, "cpu_ratio": cpu}
+            for n, ratio, cpu in [(2, 1.1, 1.0), (3, 0.88, 0.86), (4, 0.93, 0.95)] for size in (4 << 20, 64 << 20)]
+    note = crowding_note(rows, cores=2)
+    assert "N=3: wall 0.88, CPU 0.86" in note and "N=4: wall 0.93, CPU 0.95" in note and "N=2" not in note
+    assert crowding_note(rows, cores=4) is None  # every N fits the cores
