@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 LAB_ARGS ?=
 EXCHANGE := $(abspath $(VENV))/share/nbgrader
 
@@ -54,6 +55,11 @@ $(STAMP): requirements.txt pyproject.toml
 	  > $(VENV)/etc/jupyter/nbgrader_config.py
 	@touch $@
 
+# The test suite's own tools on top (requirements-test.txt): `make lab` never installs them.
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	@touch $@
+
 # JupyterLab refuses to run as root unless told, and rented GPU boxes and containers often give a root shell.
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -66,17 +72,17 @@ lab: $(STAMP)  ## set up (first time only) and start JupyterLab on course/
 class-lab: $(STAMP)  ## JupyterLab on course/ with nbgrader's Assignments tab, for a class that uses the exchange
 	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter/class" $(BIN)/jupyter lab --ServerApp.root_dir=course $(ROOT_ARGS) $(LAB_ARGS)
 
-test: $(STAMP)  ## set up (first time only) and run the whole test suite (every lab graded once)
+test: $(TEST_STAMP)  ## set up (first time only) and run the whole test suite (every lab graded once)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: $(STAMP)  ## all but the grading run and the browser (a minute); one lab: make test PYTEST_ARGS="-m lab02"
+test-fast: $(TEST_STAMP)  ## all but the grading run and the browser (a minute); one lab: make test PYTEST_ARGS="-m lab02"
 	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
 # `make test` runs the browser test too where it finds a Chromium, and otherwise says in one line how to enable it.
-test-browser: $(STAMP)  ## JupyterLab as a student meets it, in headless Chromium (1-2 minutes; needs chromium)
+test-browser: $(TEST_STAMP)  ## JupyterLab as a student meets it, in headless Chromium (1-2 minutes; needs chromium)
 	BROWSER_TEST_REQUIRED=1 $(BIN)/python -m pytest -m browser -rs $(PYTEST_ARGS)
 
-test-gpu: $(STAMP)  ## on a GPU box: every lab graded with its ranks on the GPUs, and the GPU-only tests
+test-gpu: $(TEST_STAMP)  ## on a GPU box: every lab graded with its ranks on the GPUs, and the GPU-only tests
 	@$(BIN)/python -c 'import sys, torch; n = torch.cuda.device_count(); sys.exit(0 if n else "make test-gpu: \
 	no CUDA GPU here (torch.cuda.device_count() is 0), so nothing was tested. Run it on a machine with GPUs."); \
 	print(f"make test-gpu: {n} CUDA GPUs; a launch of N <= {n} ranks puts rank r on cuda:r (NCCL + Gloo)")'

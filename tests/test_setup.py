@@ -11,8 +11,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def requirements() -> list[str]:
-    lines = (REPO / "requirements.txt").read_text().splitlines()
+def requirements(name: str = "requirements.txt") -> list[str]:
+    lines = (REPO / name).read_text().splitlines()
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -21,11 +21,17 @@ def test_environment_yml_mirrors_requirements_txt():
     assert env["dependencies"] == ["python=3.11", "pip", {"pip": requirements()}]
 
 
-def test_every_requirement_is_pinned_exactly():
-    reqs = requirements()
-    assert reqs, "requirements.txt lists nothing"
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements-test.txt"])
+def test_every_requirement_is_pinned_exactly(name: str):
+    reqs = requirements(name)
+    assert reqs, f"{name} lists nothing"
     unpinned = [r for r in reqs if not re.fullmatch(r"[A-Za-z0-9._-]+==[A-Za-z0-9.+!-]+", r)]
     assert not unpinned, f"pin these with ==: {unpinned}"
+
+
+def test_students_do_not_install_the_test_tools():
+    student = {r.split("==")[0] for r in requirements()}
+    assert not student & {r.split("==")[0] for r in requirements("requirements-test.txt")}
 
 
 def test_torch_is_pinned_to_the_course_version():
@@ -48,7 +54,8 @@ def test_utils_imports_from_any_folder(tmp_path):
 
 
 def test_second_make_installs_nothing():
-    if not (REPO / ".venv" / ".installed").exists():
-        pytest.skip("no .venv made by `make` here (run the suite with `make test`)")
-    result = subprocess.run(["make", "-q", ".venv/.installed"], cwd=REPO, capture_output=True, text=True)
-    assert result.returncode == 0, "`make` would set up again with requirements.txt and pyproject.toml unchanged"
+    stamps = [".venv/.installed", ".venv/.installed-test"]
+    if not all((REPO / stamp).exists() for stamp in stamps):
+        pytest.skip("no .venv made by `make test` here (run the suite with `make test`)")
+    result = subprocess.run(["make", "-q", *stamps], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, "`make` would set up again with its requirements and pyproject.toml unchanged"
