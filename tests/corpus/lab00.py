@@ -79,6 +79,14 @@ CASES = [
     Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
          loses={"test_fit_alpha_beta", "test_size_for_share"},
          says=("test_fit_alpha_beta (3 points) failed: AssertionError",)),
+    # What the contract allows costs nothing: a barrier of every rank (rank 2 too) before the exchange. What it
+    # rules out costs exactly exercise 0.2: weights 1/t_i^2 from the measured times, pass 1 alone (biased low).
+    Case("barrier_measured_weights", chain(
+        replace("ping_pong", "    if rank > 1:\n",
+                "    dist.barrier()  # every rank: start together\n    if rank > 1:\n"),
+        replace("fit_alpha_beta", "for _ in range(3):", "for _ in range(1):  # pass 1 alone: weights from t_i")),
+         loses={"test_fit_alpha_beta"},
+         says=("test_fit_alpha_beta (3 points) failed", "mean relative error of (alpha, beta) over 200 noisy sweeps")),
     Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
          loses={"test_fit_alpha_beta"}, tampered=True, says=("test_fit_alpha_beta",)),
     Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
