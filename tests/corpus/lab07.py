@@ -2,7 +2,8 @@
 
 Points: test_memory_per_rank 2, test_shard_range 2, test_zero1_equals_ddp 4, test_zero1_state_bytes 2,
 test_zero1_traffic 2, test_zero1_vs_torch 2, test_zero2 2. The tests of 7.3 and 7.4 put a stand-in in place of
-shard_range, and 7.4's compares stage 2 with the submission's own stage 1, so each bug costs one exercise's points.
+shard_range, and 7.4's compares stage 2 with the submission's own stage 1, so each bug costs one exercise's points:
+the fault of 7.2 shares a submission with one of 7.3 (the three of 7.3 stay apart, one submission each).
 The traffic test counts calls: a right result reached with another collective loses its points only.
 """
 
@@ -19,18 +20,17 @@ SCATTER = "        dist.reduce_scatter_tensor(grad, flat)  # the sum over the ra
 GATHER = "            dist.all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
 
 CASES = [
-    # Each shard one element too long: neighbouring ranks both own the element at the boundary.
-    Case("shard_boundary_off_by_one", replace("shard_range", SHARD_END, "min((rank + 1) * size + 1, numel)"),
-         loses={"test_shard_range"}),
     # The shard is gathered before the optimizer moves it: every rank gets the parameters of one step before.
     Case("stale_all_gather", chain(replace("ZeroStage1Optimizer", UPDATE, ""),
                                    replace("ZeroStage1Optimizer", GATHER, GATHER + "    " + UPDATE)),
          loses={"test_zero1_equals_ddp", "test_zero1_vs_torch"}),
-    # Adam also wraps the whole model: right parameters (the all-gather overwrites them), state for every element.
-    Case("adam_state_for_the_whole_model", replace("ZeroStage1Optimizer", OPTIMIZER,
-                                                   "self.optimizer = optimizer_cls([self.master, *self.params], "
-                                                   "**optimizer_kwargs)"),
-         loses={"test_zero1_state_bytes"}),
+    # 7.2, each shard one element too long: neighbouring ranks both own the element at the boundary; 7.3, Adam also
+    # wraps the whole model: right parameters (the all-gather overwrites them), state for every element.
+    Case("shard_boundary_off_by_one_and_adam_state_for_the_whole_model", chain(
+        replace("shard_range", SHARD_END, "min((rank + 1) * size + 1, numel)"),
+        replace("ZeroStage1Optimizer", OPTIMIZER,
+                "self.optimizer = optimizer_cls([self.master, *self.params], **optimizer_kwargs)")),
+         loses={"test_shard_range", "test_zero1_state_bytes"}),
     # The gradient all-reduced whole, of which the rank keeps its chunk (what Gloo does inside its reduce-scatter):
     # the same parameters, twice the reduce-scatter's bytes with a ring.
     Case("all_reduce_instead_of_reduce_scatter",
