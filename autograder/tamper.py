@@ -4,12 +4,27 @@ A submission is compared with the released notebook, cell by cell: a changed loc
 test cell, changed points, and a student cell that rebinds a name the locked cells define (`launch`, `np`, a
 helper) or patches an attribute of one (`torch.equal = ...`). Test cells that run after such a replacement test
 nothing, so the grader withholds their points for an instructor to review.
+
+A student cell that reaches torch's private distributed internals (`private_internals`) is flagged too, for an
+instructor to read: the traffic ledger (utils.ledger) refuses what they reach at run time where it can, and
+these are the spellings that can get past it. Its points are left to the tests.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+
+# Names that a submission has no business using, each a way past utils.ledger: torch's functional collectives and
+# the dispatcher's operators (torch.ops.c10d, torch.ops._c10d_functional), a group's backends and torch's C++
+# bindings (which skip the process group), the dispatch-mode stack (the ledger's last level), the ledger's own switches.
+PRIVATE_INTERNALS = frozenset({
+    "_functional_collectives", "_functional_collectives_impl", "_c10d_functional", "c10d_functional",
+    "_c10d_functional_autograd", "c10d", "_dtensor", "symm_mem", "_symmetric_memory",
+    "_get_backend", "ProcessGroupGloo", "ProcessGroupNCCL", "_distributed_c10d", "_broadcast_coalesced",
+    "_jit_get_operation", "_python_dispatch", "_pop_torch_dispatch_stack", "_unset_dispatch_mode",
+    "_DisableTorchDispatch", "unrestricted", "_calls",
+})
 
 
 def meta(cell: dict) -> dict:
@@ -48,8 +63,9 @@ def find_tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list
     protected: dict[str, str] = {}
     for src in locked_code:
         protected.update(_bound_names(src))
-    allowed = {n for c in released["cells"] if c["cell_type"] == "code" and not meta(c).get("locked")
-               for n in _bound_names(source(c))}
+    unlocked = [source(c) for c in released["cells"] if c["cell_type"] == "code" and not meta(c).get("locked")]
+    allowed = {n for src in unlocked for n in _bound_names(src)}
+    provided = {n for src in unlocked for n in private_internals(src)}
     for cell in nb["cells"]:
         if after_patch and meta(cell).get("grade") and meta(cell).get("grade_id"):
             untrusted.append(meta(cell)["grade_id"])
@@ -63,6 +79,9 @@ def find_tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list
             found.append(f"{name}: {where} redefines {', '.join(rebound)} (a grading helper)")
         if patched:
             found.append(f"{name}: {where} replaces {', '.join(patched)} (a grading helper)")
+        internals = sorted(private_internals(source(cell)) - provided)
+        if internals:
+            found.append(f"{name}: {where} uses torch's private distributed internals ({', '.join(internals)})")
         after_patch = after_patch or bool(rebound or patched)
     return found, untrusted
 
@@ -120,6 +139,25 @@ def _patched_attributes(source: str, protected: set[str]) -> set[str]:
                 and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in protected:
             out.add(f"{node.args[0].id}.<setattr>")
     return out
+
+
+def private_internals(source: str) -> set[str]:
+    """The PRIVATE_INTERNALS a cell names: as an attribute, in an import, or as a part of a dotted string
+    (`getattr(torch.ops, "c10d")`, `importlib.import_module("torch.distributed._functional_collectives")`)."""
+    try:
+        tree = ast.parse(strip_magics(source))
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(node.module.split(".") if isinstance(node, ast.ImportFrom) and node.module else [])
+            names.update(part for alias in node.names for part in alias.name.split("."))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(re.split(r"\.|::", node.value))
+    return names & PRIVATE_INTERNALS
 
 
 def strip_magics(source: str) -> str:

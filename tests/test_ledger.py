@@ -1,8 +1,11 @@
 """The traffic ledger: exact per-rank counts, message order, and the ban on built-in collectives."""
 
+from collections.abc import Callable
+
 import pytest
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 
 from utils.launch import RankFailedError, launch
 from utils.ledger import ForbiddenCollectiveError, Ledger, Message, Totals, UnrecordedMessageError, unrestricted
@@ -135,3 +138,85 @@ def test_waits_and_tags_are_recorded() -> None:
     for rank, (messages, waits) in enumerate(launch(_waits_and_tags, 2)):
         assert messages == [Message("recv", 1 - rank, 12, False, 7), Message("send", 1 - rank, 12, False, 7)]
         assert waits == [(2, 1), (2, 0)]
+
+
+def _refusals(calls: dict[str, Callable[[], object]], forbid_collectives: bool = True) -> dict[str, str]:
+    """Each call run inside a ledger of its own: the name of the error it raised, or "ran"."""
+    outcomes = {}
+    for name, call in calls.items():
+        with Ledger(forbid_collectives=forbid_collectives):
+            try:
+                call()
+                outcomes[name] = "ran"
+            except (ForbiddenCollectiveError, UnrecordedMessageError) as error:
+                outcomes[name] = type(error).__name__
+    return outcomes
+
+
+def _collectives_below_the_process_group() -> dict[str, str]:
+    t, world = torch.ones(4), dist.get_world_size()
+    group = dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+    fetched_early = torch.ops.c10d.allreduce_.default  # an operator fetched before the ledger starts ...
+    bound_early = group.allreduce  # ... and a method bound to the group: the class's swap cannot reach it
+    return _refusals({
+        "functional all_reduce": lambda: funcol.all_reduce(t, "sum", group),
+        "functional all_gather": lambda: funcol.all_gather_tensor(t, 0, group),
+        "functional reduce_scatter": lambda: funcol.reduce_scatter_tensor(t, "sum", 0, group),
+        "_c10d_functional.all_reduce": lambda: torch.ops._c10d_functional.all_reduce(t, "sum", group.group_name),
+        "_c10d_functional.all_gather_into_tensor":
+            lambda: torch.ops._c10d_functional.all_gather_into_tensor(t, world, group.group_name),
+        "_c10d_functional.reduce_scatter_tensor":
+            lambda: torch.ops._c10d_functional.reduce_scatter_tensor(t, "sum", world, group.group_name),
+        "_c10d_functional.broadcast": lambda: torch.ops._c10d_functional.broadcast(t, 0, group.group_name),
+        "c10d.allreduce_": lambda: fetched_early([t], group.boxed(), torch.classes.c10d.ReduceOp(), None, False),
+        "group method bound early": lambda: bound_early([t]),
+        "c10d.broadcast_": lambda: torch.ops.c10d.broadcast_([t], group.boxed(), 0, 0, False),
+        "c10d.barrier": lambda: torch.ops.c10d.barrier(t, group.boxed(), [], False),
+        "backend allreduce": lambda: backend.allreduce([t]),
+        "backend broadcast": lambda: backend.broadcast([t]),
+        "backend barrier": lambda: backend.barrier(),
+    })
+
+
+def test_a_collective_is_refused_below_the_process_group() -> None:
+    """The functional collectives, the dispatcher's operators and the backend's methods: none escapes the ban."""
+    outcomes = launch(_collectives_below_the_process_group, 2, timeout=60)
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == dict.fromkeys(outcomes[0], "ForbiddenCollectiveError"), outcomes[0]
+
+
+def _messages_below_the_process_group() -> dict[str, str]:
+    rank, peer, group = dist.get_rank(), 1 - dist.get_rank(), dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+
+    def one_way(send: Callable[[], object], recv: Callable[[], object]) -> Callable[[], object]:
+        return send if rank == 0 else recv
+
+    t = torch.ones(3)
+    return _refusals({
+        "backend send / recv": one_way(lambda: backend.send([t], peer, 0), lambda: backend.recv([t], peer, 0)),
+        "backend recv_anysource": one_way(lambda: backend.send([t], peer, 0), lambda: backend.recv_anysource([t], 0)),
+        "c10d.send / recv_": one_way(lambda: torch.ops.c10d.send([t], group.boxed(), peer, 0),
+                                     lambda: torch.ops.c10d.recv_([t], group.boxed(), peer, 0)),
+        "functional isend / irecv": one_way(lambda: funcol.isend_inplace(t, peer),
+                                            lambda: funcol.irecv_inplace(t, peer)),
+    }, forbid_collectives=False)
+
+
+def test_a_message_below_the_process_group_is_refused_even_where_collectives_are_allowed() -> None:
+    outcomes = launch(_messages_below_the_process_group, 2, timeout=60)
+    assert outcomes == [dict.fromkeys(outcomes[0], "UnrecordedMessageError")] * 2, outcomes
+
+
+def _allowed_below_the_process_group() -> tuple[float, float, list[Message]]:
+    t = torch.ones(2)
+    with Ledger() as allowed:  # collectives allowed: the functional one runs, and is no message
+        funcol.wait_tensor(funcol.all_reduce(t, "sum", dist.group.WORLD))
+    with Ledger(forbid_collectives=True), unrestricted():  # a grader's reference code
+        summed = funcol.wait_tensor(funcol.all_reduce(t, "sum", dist.group.WORLD))
+    return t.sum().item(), summed.sum().item(), allowed.messages
+
+
+def test_the_functional_collectives_run_where_they_are_allowed() -> None:
+    assert launch(_allowed_below_the_process_group, 2, timeout=60) == [(2.0, 4.0, [])] * 2

@@ -1,15 +1,18 @@
 """Lab 01 (collectives): one broken or cheating collective costs exactly its own points.
 
-Two submissions call a built-in collective where the exercise allows only messages, each by a name that the
-module-level ban of the ledger alone would miss: torch.distributed.distributed_c10d.broadcast, and an all_gather
-imported with `from torch.distributed import ...` in a cell that runs before the tests. The ledger refuses both
-(it watches the process group), so each scores zero on what it cheats and keeps every other point.
+Three submissions reach torch's communication by a route that the module-level ban of the ledger alone would
+miss: torch.distributed.distributed_c10d.broadcast; an all_gather imported with `from torch.distributed import ...`
+in a cell that runs before the tests; and, below the process group, a functional all_reduce
+(torch.distributed._functional_collectives) and a scatter made of the backend's own send and recv (the messages
+would go uncounted). The ledger refuses each of them (it watches the process group, its backends and the
+dispatcher), so each scores zero on what it cheats and keeps every other point; the last one is also flagged
+for naming torch's private internals (autograder.tamper.private_internals).
 
 The broken reduce_scatter also proves that exercise 1.7 (all_reduce_rs_ag, built from reduce_scatter and
 all_gather) is graded on its own: its test uses reference versions of both.
 """
 
-from tests.corpus.common import Case, append, body, chain
+from tests.corpus.common import Case, append, body, chain, replace
 
 ASSIGNMENT = "01_collectives"
 
@@ -24,6 +27,20 @@ CASES = [
              "_builtin_all_gather(tensor_list, tensor)\nreturn\n"),
         append("all_gather", "from torch.distributed import all_gather as _builtin_all_gather  # noqa: E402\n"),
     ), loses={"test_all_gather"}),
+    # Below the process group: the functional all_reduce, and a scatter whose messages the backend sends.
+    Case("cheat_below_the_group", chain(
+        body("all_reduce", 'summed = functional.all_reduce(tensor, "sum", dist.group.WORLD)\n'
+             "tensor.copy_(functional.wait_tensor(summed))\nreturn\n"),
+        append("all_reduce", "import torch.distributed._functional_collectives as functional  # noqa: E402\n"),
+        replace("scatter", "dist.recv(tensor, src=src)",
+                "dist.group.WORLD._get_backend(tensor.device).recv([tensor], src, 0).wait()"),
+        replace("scatter", "dist.isend(scatter_list[peer], dst=peer)",
+                "dist.group.WORLD._get_backend(tensor.device).send([scatter_list[peer]], peer, 0)"),
+    ), loses={"test_all_reduce", "test_scatter"}, tampered=True,
+         says=("(it reached the operator _c10d_functional::all_reduce)",
+               "a point-to-point message reached Backend.recv",
+               "all_reduce uses torch's private distributed internals (_functional_collectives)",
+               "scatter uses torch's private distributed internals (_get_backend)")),
     # Forgets to add the other ranks' contributions; and takes one rank's floor for the floor of all of them.
     Case("broken_reduce_scatter", chain(
         body("reduce_scatter", "output.copy_(input_list[dist.get_rank()])\nreturn\n"),
