@@ -16,21 +16,24 @@ AVERAGE_NEW = "p.grad = grad / self.world"
 AVERAGE_COPY = "torch.div(grad, self.world, out=p.grad)"
 LAUNCH = "self._works.append(dist.all_reduce(flat, async_op=True))"
 
+# Two faults per submission, each in its own part of BucketedDDP and losing cells the other does not touch: the
+# submission loses exactly the union (two gradings instead of four; each fault's own cells are in its comment).
 CASES = [
-    # Ignores no_sync: the first micro-batch's backward launches every bucket, the later ones find them launched,
-    # and the step averages the first micro-batch's gradients only: K times the launches, and a wrong sum.
-    Case("all_reduces_inside_no_sync", replace("BucketedDDP", NO_SYNC_GUARD, "if False:  # MUTANT: no_sync ignored"),
-         loses={"test_ddp_no_sync"}),
-    # Buckets in forward (registration) order: bucket 0 holds the first layer, whose gradient comes last, so the
+    # Ignores no_sync (loses test_ddp_no_sync): the first micro-batch's backward launches every bucket, the later
+    # ones find them launched, and the step averages the first micro-batch's gradients only: K times the
+    # launches, and a wrong sum. And buckets in forward (registration) order (loses test_ddp_buckets,
+    # test_ddp_launch_order, test_ddp_overlap): bucket 0 holds the first layer, whose gradient comes last, so the
     # in-order launches all wait for the end of backward.
-    Case("forward_order", replace("BucketedDDP", REVERSE, "for name, p in trainable:"),
-         loses={"test_ddp_buckets", "test_ddp_launch_order", "test_ddp_overlap"}),
-    # Sums instead of averaging: the update is N times too large.
-    Case("sums", chain(replace("BucketedDDP", AVERAGE_NEW, "p.grad = grad.clone()"),
-                       replace("BucketedDDP", AVERAGE_COPY, "p.grad.copy_(grad)")),
-         loses={"test_ddp_equivalence", "test_ddp_no_sync", "test_ddp_torch"}),
-    # Waits for each bucket right after launching it: correct numbers, launched in order during backward, but
-    # backward stalls during every all-reduce.
-    Case("waits_after_launch", replace("BucketedDDP", LAUNCH, LAUNCH + "\n        self._works[-1].wait()"),
-         loses={"test_ddp_overlap"}),
+    Case("no_sync_ignored_and_forward_order",
+         chain(replace("BucketedDDP", NO_SYNC_GUARD, "if False:  # MUTANT: no_sync ignored"),
+               replace("BucketedDDP", REVERSE, "for name, p in trainable:")),
+         loses={"test_ddp_no_sync", "test_ddp_buckets", "test_ddp_launch_order", "test_ddp_overlap"}),
+    # Sums instead of averaging (loses test_ddp_equivalence, test_ddp_no_sync, test_ddp_torch): the update is N
+    # times too large. And waits for each bucket right after launching it (loses test_ddp_overlap): correct numbers,
+    # launched in order during backward, but backward stalls during every all-reduce.
+    Case("sums_and_waits_after_launch",
+         chain(replace("BucketedDDP", AVERAGE_NEW, "p.grad = grad.clone()"),
+               replace("BucketedDDP", AVERAGE_COPY, "p.grad.copy_(grad)"),
+               replace("BucketedDDP", LAUNCH, LAUNCH + "\n        self._works[-1].wait()")),
+         loses={"test_ddp_equivalence", "test_ddp_no_sync", "test_ddp_torch", "test_ddp_overlap"}),
 ]
