@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 
 # Names that a submission has no business using, each a way past utils.ledger: torch's functional collectives and
 # the dispatcher's operators (torch.ops.c10d, torch.ops._c10d_functional), a group's backends and torch's C++
@@ -25,6 +26,21 @@ PRIVATE_INTERNALS = frozenset({
     "_jit_get_operation", "_python_dispatch", "_pop_torch_dispatch_stack", "_unset_dispatch_mode",
     "_DisableTorchDispatch", "unrestricted", "_calls",
 })
+
+
+# CPython 3.11's ast.parse keeps its recursion depth in state that threads share, and two threads parsing at once can
+# fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). The grader checks
+# submissions on several threads: they parse one at a time.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_cell(source: str) -> ast.Module | None:
+    """A code cell's syntax tree (IPython magics blanked out), or None if it is not valid Python."""
+    with _PARSE_LOCK:
+        try:
+            return ast.parse(strip_magics(source))
+        except SyntaxError:
+            return None
 
 
 def meta(cell: dict) -> dict:
@@ -92,9 +108,8 @@ def _bound_names(source: str) -> dict[str, str]:
     "how" is the import for an import ("numpy as np") and "" otherwise, so that re-importing what the setup
     cell imports, under the same name, is not taken for a redefinition.
     """
-    try:
-        tree = ast.parse(strip_magics(source))
-    except SyntaxError:
+    tree = parse_cell(source)
+    if tree is None:
         return {}
     names: dict[str, str] = {}
     for node in tree.body:
@@ -124,9 +139,8 @@ def _target_names(target: ast.expr) -> list[str]:
 
 def _patched_attributes(source: str, protected: set[str]) -> set[str]:
     """`np.allclose = ...`, `setattr(torch, "equal", ...)` on a protected name, anywhere in the cell."""
-    try:
-        tree = ast.parse(strip_magics(source))
-    except SyntaxError:
+    tree = parse_cell(source)
+    if tree is None:
         return set()
     out = set()
     for node in ast.walk(tree):
@@ -144,9 +158,8 @@ def _patched_attributes(source: str, protected: set[str]) -> set[str]:
 def private_internals(source: str) -> set[str]:
     """The PRIVATE_INTERNALS a cell names: as an attribute, in an import, or as a part of a dotted string
     (`getattr(torch.ops, "c10d")`, `importlib.import_module("torch.distributed._functional_collectives")`)."""
-    try:
-        tree = ast.parse(strip_magics(source))
-    except SyntaxError:
+    tree = parse_cell(source)
+    if tree is None:
         return set()
     names: set[str] = set()
     for node in ast.walk(tree):
