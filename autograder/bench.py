@@ -56,7 +56,6 @@ line (within 1.15x of torch's step time at N = 2). --section chooses one of the 
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import statistics
@@ -69,6 +68,7 @@ import torch
 import torch.distributed as dist
 
 from autograder import bench_ddp
+from autograder.bench_common import paired_ratio, rotation, write_csv
 from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
 from utils.allreduce import halving_doubling_all_reduce
 from utils.launch import launch, rank_device, synchronize
@@ -135,7 +135,7 @@ def measure(sizes: list[int], impls: list[str], quick: bool, started: float) -> 
         for repetition in range(repeats(size, quick) + 1):  # repetition 0 is the warm-up
             # Interleaved: every implementation once per repetition, starting one further each time, so
             # that none is always the one right after another's (or the warm-up's) traffic.
-            for name in impls[repetition % len(impls):] + impls[: repetition % len(impls)]:
+            for name in rotation(impls, repetition):
                 tensor.fill_(1.0)  # same data every call (repeated sums would overflow to inf)
                 dist.barrier()
                 synchronize(device)
@@ -159,11 +159,10 @@ def _per_repetition(per_rank: list[Times], combine: Callable[..., float]) -> dic
             for name, by_size in per_rank[0].items() for size in by_size}
 
 
-def _paired_ratio(baseline: list[float] | None, repetitions: list[float]) -> float:
-    """Median over repetitions of baseline / this, repetition by repetition (nan without a baseline)."""
-    if not baseline:
-        return math.nan
-    return statistics.median(b / t for b, t in zip(baseline, repetitions, strict=True))
+def _versus_builtin(times: dict[tuple[str, int], list[float]], name: str, size: int) -> float:
+    """builtin's times over `name`'s at `size`, paired by repetition (nan where builtin was not measured)."""
+    baseline = times.get(("builtin", size))
+    return paired_ratio(baseline, times[name, size]) if baseline else math.nan
 
 
 def rows_for(world: int, per_rank: list[dict[str, Times]]) -> list[dict]:
@@ -181,8 +180,7 @@ def rows_for(world: int, per_rank: list[dict[str, Times]]) -> list[dict]:
         algbw = size / seconds / 1e9
         rows.append({"impl": name, "N": world, "size_bytes": size, "count": size // 4, "time_us": seconds * 1e6,
                      "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (world - 1) / world,
-                     "ratio": _paired_ratio(slowest.get(("builtin", size)), repetitions),
-                     "cpu_ratio": _paired_ratio(cpu.get(("builtin", size)), cpu[name, size])})
+                     "ratio": _versus_builtin(slowest, name, size), "cpu_ratio": _versus_builtin(cpu, name, size)})
     return rows
 
 
@@ -232,14 +230,6 @@ def crowding_note(rows: list[dict], cores: int) -> str | None:
     return (f"more ranks than this machine's {cores} cores: the ranks take turns on them, so the wall ratio follows "
             f"built-in / ring CPU time per call (summed over ranks, median over sizes >= 4 MB): {listed}. Python's "
             f"cost per message is CPU that Gloo's ring does not spend; compare the rings' schedules at N <= {cores}.")
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -315,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if not writer:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, args.out / "allreduce.csv")
+    write_csv(rows, COLUMNS, args.out / "allreduce.csv")
     plot(rows, args.out / "allreduce.png")
     print(format_table(rows))
     print(f"wrote {args.out / 'allreduce.csv'} and {args.out / 'allreduce.png'} in {time.time() - started:.0f} s")

@@ -26,7 +26,6 @@ is written; nothing here ships to students.
 
 from __future__ import annotations
 
-import csv
 import statistics
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.bench_common import paired_ratio, rotation, write_csv
 from autograder.reference import bucketed_ddp
 from utils.launch import launch, rank_device, synchronize
 
@@ -95,8 +95,7 @@ def measure(cap_mb: float, width: int, repeats: int) -> dict:
     gap = max((p - q).abs().max().item() for p, q in pairs) / scale
     times: dict[str, list[float]] = {name: [] for name in IMPLS}
     for repetition in range(repeats + 1):  # repetition 0 warms up (torch's DDP also rebuilds its buckets there)
-        order = IMPLS[repetition % len(IMPLS):] + IMPLS[:repetition % len(IMPLS)]
-        for name in order:
+        for name in rotation(IMPLS, repetition):
             dist.barrier()
             synchronize(device)
             start = time.perf_counter()
@@ -110,13 +109,11 @@ def measure(cap_mb: float, width: int, repeats: int) -> dict:
 def rows_for(world: int, cap_mb: float, per_rank: list[dict]) -> list[dict]:
     """One row per impl: the slowest rank per repetition, medians, and ratios paired within repetitions."""
     slowest = {name: [max(ts) for ts in zip(*(r["times"][name] for r in per_rank), strict=True)] for name in IMPLS}
-
-    def ratio(name: str, baseline: str) -> float:
-        return statistics.median(t / b for t, b in zip(slowest[name], slowest[baseline], strict=True))
-
     return [{"impl": name, "N": world, "cap_mb": cap_mb, "params": per_rank[0]["params"],
-             "step_ms": statistics.median(slowest[name]) * 1e3, "ratio_torch": ratio(name, "torch"),
-             "ratio_after": ratio(name, "after"), "gap": max(r["gap"] for r in per_rank)} for name in IMPLS]
+             "step_ms": statistics.median(slowest[name]) * 1e3,
+             "ratio_torch": paired_ratio(slowest[name], slowest["torch"]),
+             "ratio_after": paired_ratio(slowest[name], slowest["after"]), "gap": max(r["gap"] for r in per_rank)}
+            for name in IMPLS]
 
 
 def verdict(rows: list[dict]) -> str:
@@ -152,11 +149,7 @@ def run(worlds: list[int], cap_mb: float, quick: bool, out: Path, writer: bool) 
         rows += rows_for(world, cap_mb, per_rank)
     if writer:
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / "ddp.csv", "w", newline="") as f:
-            table = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-            table.writeheader()
-            for r in rows:
-                table.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+        write_csv(rows, COLUMNS, out / "ddp.csv")
         print(format_table(rows))
         print(verdict(rows))
     return rows

@@ -370,7 +370,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
                  f"{workers} workers, at most {timeout:g} s each")
         if todo:
             template = prepare_template(sorted({e.assignment for e in todo}), work, root)
-            _add_template(out / "gradebook.db", template / "gradebook.db")
+            # The class gradebook starts from the template, or gains the template's new assignments.
+            gradebook.add_gradebook(out / "gradebook.db", template / "gradebook.db", "this run")
             _grade_all(todo, prints, template, work, out, results, workers=workers, timeout=timeout,
                        cell_timeout=cell_timeout, env=env, progress=progress)
         ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
@@ -451,15 +452,6 @@ def _forget_all_but(out: Path, keep: set[tuple[str, str]]) -> None:
                 if folder.is_dir() and (folder.name, folder.parent.name) not in keep:
                     shutil.rmtree(folder)
     (out / LOGS).mkdir(exist_ok=True)
-
-
-def _add_template(db: Path, template: Path) -> None:
-    """Start the class gradebook from the template, or add the template's new assignments to the one there."""
-    if db.is_file():
-        gradebook.check_same_template(db, template, "this run")
-        gradebook.merge_gradebook(db, template)
-    else:
-        shutil.copy(template, db)
 
 
 def _absorb(r: Result, out: Path) -> None:

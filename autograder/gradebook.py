@@ -95,6 +95,16 @@ def merge_gradebook(into: Path, source: Path) -> None:
         con.close()
 
 
+def add_gradebook(into: Path, source: Path, what: str) -> None:
+    """Start gradebook `into` as a copy of `source`, or merge `source` into it if both describe their shared
+    assignments alike (PipelineError naming `what` otherwise)."""
+    if into.is_file():
+        check_same_template(into, source, what)
+        merge_gradebook(into, source)
+    else:
+        shutil.copy(source, into)
+
+
 # ---- the CSVs ---------------------------------------------------------------------------------------------------
 
 
@@ -145,11 +155,7 @@ def merge_shards(out: Path, shards: list[Path]) -> list[dict[str, str]]:
                 raise PipelineError(f"{key[1]}/{key[0]} was graded in two shards (the second: {shard})")
             rows[key] = row
         if (shard / "gradebook.db").is_file():
-            if db.is_file():
-                check_same_template(db, shard / "gradebook.db", str(shard))
-                merge_gradebook(db, shard / "gradebook.db")
-            else:
-                shutil.copy(shard / "gradebook.db", db)
+            add_gradebook(db, shard / "gradebook.db", str(shard))
         for folder in ("autograded", "feedback", LOGS):
             if (shard / folder).is_dir():
                 shutil.copytree(shard / folder, out / folder, dirs_exist_ok=True)

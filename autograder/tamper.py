@@ -13,6 +13,7 @@ these are the spellings that can get past it. Its points are left to the tests.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import threading
 
@@ -34,8 +35,9 @@ PRIVATE_INTERNALS = frozenset({
 _PARSE_LOCK = threading.Lock()
 
 
+@functools.lru_cache(maxsize=1024)  # each check of a cell parses it: once is enough (the trees are only read)
 def parse_cell(source: str) -> ast.Module | None:
-    """A code cell's syntax tree (IPython magics blanked out), or None if it is not valid Python."""
+    """A code cell's syntax tree (IPython magics blanked out), or None if it is not valid Python. Do not modify it."""
     with _PARSE_LOCK:
         try:
             return ast.parse(strip_magics(source))

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from utils.ledger import Swaps
+
 __all__ = ["COMMUNICATING", "Call", "CallRecorder", "ring_bytes", "tensor_bytes"]
 
 # Every function of torch.distributed that communicates (only those this torch version has are recorded).
@@ -68,7 +70,7 @@ class CallRecorder:
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
-        self._originals: dict[str, Callable[..., Any]] = {}
+        self._swaps = Swaps()
 
     def __enter__(self) -> CallRecorder:
         if CallRecorder._active is not None:
@@ -76,14 +78,11 @@ class CallRecorder:
         CallRecorder._active = self
         for name in COMMUNICATING:
             if hasattr(dist, name):
-                self._originals[name] = getattr(dist, name)
-                setattr(dist, name, self._recording(name, self._originals[name]))
+                self._swaps.swap(dist, name, self._recording(name, getattr(dist, name)))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        for name, original in self._originals.items():
-            setattr(dist, name, original)
-        self._originals.clear()
+        self._swaps.restore()
         CallRecorder._active = None
 
     def _recording(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -55,7 +55,8 @@ from torch._C._distributed_c10d import Backend
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode_temporarily
 
 __all__ = [
-    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "Totals", "UnrecordedMessageError", "unrestricted",
+    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "Swaps", "Totals", "UnrecordedMessageError",
+    "unrestricted",
 ]
 
 # The built-in collectives an exercise may be asked not to use, by their torch.distributed names (for the message).
@@ -121,7 +122,31 @@ class _Calls(threading.local):
 
 
 _calls = _Calls()
-_INHERITED = object()  # marks an attribute that the swapped owner did not hold itself
+class Swaps:
+    """Attributes replaced for a while (functions of a module, methods of a class), put back by `restore`.
+
+    Example: `swaps.swap(dist, "send", recording_send)` ... `swaps.restore()` (dist.send is the original again).
+    """
+
+    _INHERITED = object()  # marks an attribute that the owner did not hold itself (a class inheriting it)
+
+    def __init__(self) -> None:
+        self._originals: list[tuple[Any, str, Any]] = []
+
+    def swap(self, owner: Any, name: str, replacement: Callable[..., Any]) -> None:
+        # What owner itself holds, as it holds it: a class keeps pybind11's method descriptor, which getattr
+        # would unwrap into a function that no longer binds `self`.
+        self._originals.append((owner, name, vars(owner).get(name, Swaps._INHERITED)))
+        setattr(owner, name, replacement)
+
+    def restore(self) -> None:
+        """Every swapped attribute as it was, in reverse order (a name swapped twice ends as before the first)."""
+        for owner, name, original in reversed(self._originals):
+            if original is Swaps._INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        self._originals.clear()
 
 
 @contextmanager
@@ -166,7 +191,7 @@ class Ledger:
         self.forbid_collectives = forbid_collectives
         self.messages: list[Message] = []
         self.waits: list[tuple[int, int]] = []
-        self._originals: list[tuple[Any, str, Callable[..., Any]]] = []
+        self._swaps = Swaps()
         self._dispatcher_guard = _DispatcherGuard(forbid_collectives)
 
     def __enter__(self) -> Ledger:
@@ -174,24 +199,19 @@ class Ledger:
             raise RuntimeError("a Ledger is already recording on this rank; ledgers do not nest")
         Ledger._active = self
         for name in _P2P:
-            self._swap(dist, name, self._recording(name, getattr(dist, name)))
+            self._swaps.swap(dist, name, self._recording(name, getattr(dist, name)))
         self._guard_methods(_GROUP_P2P, _unrecorded)
         if self.forbid_collectives:
             for name in COLLECTIVES:  # the usual names first, for an error message that names the call
                 if hasattr(dist, name):
-                    self._swap(dist, name, _named_refusal(name))
+                    self._swaps.swap(dist, name, _named_refusal(name))
             self._guard_methods(_GROUP_COLLECTIVES, _forbidden)  # ... then what every name of them reaches
         self._dispatcher_guard.__enter__()  # last: nothing above raises
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._dispatcher_guard.__exit__(*exc_info)
-        for owner, name, original in reversed(self._originals):
-            if original is _INHERITED:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
-        self._originals.clear()
+        self._swaps.restore()
         Ledger._active = None
 
     def totals(self) -> Totals:
@@ -199,19 +219,13 @@ class Ledger:
         received = [m for m in self.messages if m.kind == "recv"]
         return Totals(len(sent), sum(m.nbytes for m in sent), len(received), sum(m.nbytes for m in received))
 
-    def _swap(self, owner: Any, name: str, replacement: Callable[..., Any]) -> None:
-        # What owner itself holds, as it holds it: a class keeps pybind11's method descriptor, which getattr
-        # would unwrap into a function that no longer binds `self`.
-        self._originals.append((owner, name, vars(owner).get(name, _INHERITED)))
-        setattr(owner, name, replacement)
-
     def _guard_methods(self, names: tuple[str, ...], refuse: Callable[[str], None]) -> None:
         """Swap each method `names` lists, on the process group, the backend and every subclass that overrides it."""
         for owner in _with_subclasses(dist.ProcessGroup) + _with_subclasses(Backend):
             for name in names:
                 if name in vars(owner):
                     where = f"{owner.__name__}.{name}"
-                    self._swap(owner, name, _guarded(getattr(owner, name), functools.partial(refuse, where)))
+                    self._swaps.swap(owner, name, _guarded(getattr(owner, name), functools.partial(refuse, where)))
 
     def _recording(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         kind, peer_argument = _P2P[name]
