@@ -16,7 +16,7 @@ Output (in --out, default bench-results/): allreduce.csv and allreduce.png (busb
 implementation, one panel per world size). The CSV's columns, one row per implementation, N and size:
 
     impl         builtin (dist.all_reduce), ring, tree or naive (autograder.reference), or halving
-                 (utils.allreduce: recursive halving-doubling, lab 02's worked algorithm)
+                 (utils.halving_doubling: recursive halving-doubling, lab 02's worked algorithm)
     N            world size
     size_bytes   tensor size in bytes (float32)
     count        tensor size in elements
@@ -70,7 +70,7 @@ import torch.distributed as dist
 from autograder import bench_ddp
 from autograder.bench_common import paired_ratio, rotation, write_csv
 from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
-from utils.allreduce import halving_doubling_all_reduce
+from utils.halving_doubling import halving_doubling_all_reduce
 from utils.launch import launch, rank_device, synchronize
 
 COLUMNS = ["impl", "N", "size_bytes", "count", "time_us", "algbw_GBps", "busbw_GBps", "ratio", "cpu_ratio"]

@@ -10,7 +10,7 @@ and lab 04's BucketedDDP (`bucketed_ddp()`, at the end).
         return t
 
 They live in autograder/ because they are solutions: nothing here ships to students. All three sum
-`tensor` in place over all ranks using only dist.isend / dist.irecv, so utils.ledger counts their traffic.
+`tensor` in place over all ranks using only dist.isend / dist.irecv, so utils.p2p_ledger counts their traffic.
 `python -m autograder.bench` measures them against the built-in dist.all_reduce.
 
 There is one ring: the solution of lab 02's exercise 2.6 (`pipelined_ring_all_reduce`), read from the solution
@@ -35,8 +35,8 @@ import torch.distributed as dist
 from torch import nn
 
 from autograder.tamper import meta, source
-from utils.helpers import scratch
 from utils.launch import rank_device
+from utils.memory import scratch
 
 __all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
 

@@ -6,7 +6,7 @@ helper) or patches an attribute of one (`torch.equal = ...`). Test cells that ru
 nothing, so the grader withholds their points for an instructor to review.
 
 A student cell that reaches torch's private distributed internals (`private_internals`) is flagged too, for an
-instructor to read: the traffic ledger (utils.ledger) refuses what they reach at run time where it can, and
+instructor to read: the traffic ledger (utils.p2p_ledger) refuses what they reach at run time where it can, and
 these are the spellings that can get past it. Its points are left to the tests.
 """
 
@@ -17,7 +17,7 @@ import functools
 import re
 import threading
 
-# Names that a submission has no business using, each a way past utils.ledger: torch's functional collectives and
+# Names that a submission has no business using, each a way past utils.p2p_ledger: torch's functional collectives and
 # the dispatcher's operators (torch.ops.c10d, torch.ops._c10d_functional), a group's backends and torch's C++
 # bindings (which skip the process group), the dispatch-mode stack (the ledger's last level), the ledger's own switches.
 PRIVATE_INTERNALS = frozenset({

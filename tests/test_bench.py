@@ -1,6 +1,6 @@
 """The reference all-reduces of autograder/reference.py and the benchmark of autograder/bench.py.
 
-- ring, tree, naive and halving-doubling (utils.allreduce) equal dist.all_reduce for N = 1..5,
+- ring, tree, naive and halving-doubling (utils.halving_doubling) equal dist.all_reduce for N = 1..5,
   float32/float64/int64, lengths shorter than N and not divisible by N, with the default segments and with tiny
   ones (many segments per chunk), using only point-to-point messages;
 - the ring's traffic per rank is exactly a ring's: 2(N-1) chunks sent to the right, 2(N-1) received from the left
@@ -29,9 +29,9 @@ import autograder.reference as reference
 from autograder import bench_ddp
 from autograder.bench import COLUMNS, crowding_note, parse_size, rows_for, verdict
 from autograder.bench import IMPLS as BENCH_IMPLS
-from utils.allreduce import halving_doubling_all_reduce
+from utils.halving_doubling import halving_doubling_all_reduce
 from utils.launch import launch
-from utils.ledger import Ledger
+from utils.p2p_ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPLS = {"ring": reference.ring_all_reduce, "tree": reference.tree_all_reduce, "naive": reference.naive_all_reduce,

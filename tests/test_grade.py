@@ -339,7 +339,7 @@ def test_command_line_defaults_and_bad_shards(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_private_internals_are_found_in_code_not_in_prose() -> None:
-    """The spellings that can get past utils.ledger are found however they are written; public names, comments and
+    """The spellings that can get past utils.p2p_ledger are found however they are written; public names, comments and
     prose are not."""
     from autograder.tamper import private_internals
 
@@ -348,6 +348,6 @@ def test_private_internals_are_found_in_code_not_in_prose() -> None:
     assert private_internals("dist.group.WORLD._get_backend(t.device).allreduce([t])") == {"_get_backend"}
     assert private_internals("op = getattr(torch.ops, 'c10d').allreduce_") == {"c10d"}
     assert private_internals("torch._C._jit_get_operation('c10d::allreduce_')") == {"_jit_get_operation", "c10d"}
-    assert private_internals("from utils.ledger import unrestricted") == {"unrestricted"}
+    assert private_internals("from utils.p2p_ledger import unrestricted") == {"unrestricted"}
     assert private_internals("%time x = 1\n_calls = []  # torch.ops.c10d\nprint('c10d is torch\\'s layer')") == set()
     assert private_internals("dist.distributed_c10d.all_reduce(t)\nfrom torch.distributed import all_reduce") == set()

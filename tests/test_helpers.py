@@ -1,4 +1,5 @@
-"""utils.helpers: exact test data, byte counts, repetition counts, the value-error check and the log-space fit.
+"""utils.testdata, memory, checks and timing: exact test data, byte counts, the value-error check, repetition counts
+and the log-space fit.
 
 Pure Python, no processes: well under a second. The timing helpers run in every lab 02 grading.
 """
@@ -11,7 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from utils.helpers import DTYPES, chunk_bytes, fit_alpha_beta_log, iters_for, nbytes, raises_value_error, sample
+from utils.checks import raises_value_error
+from utils.memory import chunk_bytes, nbytes
+from utils.testdata import DTYPES, sample
+from utils.timing import fit_alpha_beta_log, iters_for
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,4 +1,4 @@
-"""Lab 07 (ZeRO): utils.counting, which the lab's traffic figures and memory measurements rest on.
+"""Lab 07 (ZeRO): utils.collective_calls, which the lab's traffic figures and memory measurements rest on.
 
 The notebook's structure, grading and mutants (tests/corpus/lab07.py) are checked for every lab by the shared tests.
 Here: CallRecorder writes down every communicating call (name, bytes of the full tensor, group size) while the
@@ -12,8 +12,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from utils.counting import COMMUNICATING, Call, CallRecorder, ring_bytes, tensor_bytes
+from utils.collective_calls import COMMUNICATING, Call, CallRecorder, ring_bytes
 from utils.launch import launch
+from utils.memory import tensor_bytes
 
 
 def _recorded() -> tuple[list[Call], torch.Tensor, torch.Tensor, bool]:

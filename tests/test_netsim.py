@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
-from utils.ledger import Message
 from utils.netsim import Link, SimulationError, Topology, ring_schedule, simulate, two_level, uniform
+from utils.p2p_ledger import Message
 
 ALPHA, BETA = 3e-6, 1 / 10e9
 INTRA, INTER = (2e-6, 1 / 450e9), (5e-6, 1 / 50e9)  # H100 NVLink 4 and InfiniBand NDR, per direction

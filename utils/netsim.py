@@ -1,13 +1,13 @@
 """Predict how long recorded point-to-point traffic takes on a network you do not have: an alpha-beta simulator.
 
-    from utils.ledger import Message
+    from utils.p2p_ledger import Message
     from utils.netsim import simulate, two_level
 
     topo = two_level(nodes=2, gpus_per_node=4, intra=(2e-6, 1 / 450e9), inter=(5e-6, 1 / 50e9), nic="gpu")
     per_rank = [...]                      # rank r's list of Message(kind, peer, nbytes, blocking, tag), in call order
     simulate(per_rank, topo).time         # seconds until the last rank is done
 
-The message lists are what `utils.ledger.Ledger` records on each rank (`ledger.messages`, and `ledger.waits` for
+The message lists are what `utils.p2p_ledger.Ledger` records on each rank (`ledger.messages`, and `ledger.waits` for
 where each rank waited), so an algorithm run on a laptop can be replayed on a described cluster. The rules, all
 of the alpha-beta kind:
 
@@ -42,7 +42,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from utils.ledger import Message
+from utils.p2p_ledger import Message
 
 __all__ = ["Link", "Result", "SimulationError", "Topology", "ring_schedule", "simulate", "two_level", "uniform"]
 
@@ -211,7 +211,7 @@ def simulate(
     """Replay each rank's recorded messages on `topology` and return when every rank finishes.
 
     Args:
-        messages: messages[r] is rank r's list of utils.ledger.Message, in the order rank r posted them.
+        messages: messages[r] is rank r's list of utils.p2p_ledger.Message, in the order rank r posted them.
         topology: where the ranks are and what their links cost; topology.world_size == len(messages).
         waits: waits[r] is rank r's `ledger.waits`: (messages posted so far, index of the message waited for), in
             order. None: guess the waits from phases (module docstring).

@@ -1,7 +1,7 @@
 """Record every point-to-point message a rank sends and receives; optionally forbid the built-in collectives.
 
     import torch.distributed as dist
-    from utils.ledger import Ledger
+    from utils.p2p_ledger import Ledger
 
     def body():                                    # runs on every rank, e.g. through utils.launch.launch
         with Ledger(forbid_collectives=True) as ledger:
@@ -53,6 +53,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode_temporarily
+
+from utils.memory import nbytes
 
 __all__ = [
     "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "Swaps", "Totals", "UnrecordedMessageError",
@@ -248,7 +250,7 @@ class Ledger:
             if name == "recv" and peer is None:
                 peer = result  # a blocking receive from any source returns the sender's rank
             tag = bound.arguments.get("tag") or 0
-            self.messages.append(Message(kind, peer, tensor.numel() * tensor.element_size(), blocking, tag))
+            self.messages.append(Message(kind, peer, nbytes(tensor), blocking, tag))
             if blocking or result is None:  # a rank outside the group gets no Work
                 return result
             return _RecordedWork(result, self, len(self.messages) - 1)

@@ -8,7 +8,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 from utils.launch import RankFailedError, launch
-from utils.ledger import ForbiddenCollectiveError, Ledger, Message, Totals, UnrecordedMessageError, unrestricted
+from utils.p2p_ledger import ForbiddenCollectiveError, Ledger, Message, Totals, UnrecordedMessageError, unrestricted
 
 
 def _shift_right_nonblocking(numel: int) -> tuple[list[Message], Totals]:

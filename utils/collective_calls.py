@@ -1,7 +1,7 @@
 """What sharded training holds and moves: the bytes of state, and the collective calls a rank makes.
 
     import torch.distributed as dist
-    from utils.counting import CallRecorder, ring_bytes, tensor_bytes
+    from utils.collective_calls import CallRecorder, ring_bytes
 
     def body():                                   # on every rank, e.g. through utils.launch.launch
         flat = torch.zeros(4 * dist.get_world_size())
@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import torch.distributed as dist
 
-from utils.ledger import Swaps
+from utils.memory import tensor_bytes
+from utils.p2p_ledger import Swaps
 
-__all__ = ["COMMUNICATING", "Call", "CallRecorder", "ring_bytes", "tensor_bytes"]
+__all__ = ["COMMUNICATING", "Call", "CallRecorder", "ring_bytes"]
 
 # Every function of torch.distributed that communicates (only those this torch version has are recorded).
 COMMUNICATING = (
@@ -121,17 +121,3 @@ def ring_bytes(calls: Iterable[Call]) -> int:
         total += _RING_PASSES[call.name] * (call.world_size - 1) * (call.nbytes // call.world_size)
     return total
 
-
-def tensor_bytes(obj: object) -> int:
-    """The bytes of every tensor found in `obj`, through dicts, lists and tuples (e.g. an optimizer's state).
-
-    >>> tensor_bytes({"exp_avg": torch.zeros(10), "step": torch.tensor(3.0)})
-    44
-    """
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return tensor_bytes(list(obj.values()))
-    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
-        return sum(tensor_bytes(item) for item in obj)
-    return 0

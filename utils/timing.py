@@ -1,23 +1,22 @@
-"""What several labs need and none of them teaches twice: test data, byte counts, timing, argument checks.
+"""Timing on N ranks: one call, one ring step, lab 00's ping-pong, and the alpha-beta fit of what they measure.
 
-    from utils.helpers import DTYPES, nbytes, raises_value_error, sample, time_call
+    from utils.timing import fit_alpha_beta_log, iters_for, ping_pong_time, shift_time, time_call
 
-    x = sample((5,), torch.float32, seed=rank)       # exact sums of up to 8 such tensors, in any order
-    nbytes(x)                                        # 20: what one message of x carries
     time_call(dist.all_reduce, x)                    # seconds, all ranks starting together
-    raises_value_error(fit, [], [])                  # "ValueError", or what happened instead
+    shift_time(2**20, iters=10)                      # one ring step of 1 MiB per rank, on every rank
+    alpha, beta = fit_alpha_beta_log(sizes, times)   # t(n) = alpha + beta n, a relative fit
 
-A helper moves here once a lab has taught it (d2l's rule); the notebooks import it, and never paste it. Two of
-them are an earlier lab's answers, handed out on purpose to the labs that measure with them (README, "What a later
-lab gives away"): `ping_pong_time` is lab 00's exercise 0.1 without its argument checks; `fit_alpha_beta_log` fits
-the same line as lab 00's exercise 0.2 by another estimator (least squares on log t), which that exercise's
-contract does not accept.
+Every clock reading follows utils.launch.synchronize(device): on a GPU a call returns before its work is done.
+Two of these are an earlier lab's answers, handed out on purpose to the labs that measure with them (README,
+"What a later lab gives away"): `ping_pong_time` is lab 00's exercise 0.1 without its argument checks;
+`fit_alpha_beta_log` fits the same line as lab 00's exercise 0.2 by another estimator (least squares on log t),
+which that exercise's contract does not accept.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,78 +25,7 @@ import torch.distributed as dist
 
 from utils.launch import rank_device, synchronize
 
-__all__ = [
-    "DTYPES", "chunk_bytes", "fit_alpha_beta_log", "iters_for", "nbytes", "ping_pong_time", "raises_value_error",
-    "sample", "scratch", "shift_time", "time_call",
-]
-
-DTYPES = (torch.float32, torch.float64, torch.int64)  # the dtypes every collective is tested with
-
-
-def sample(shape: Sequence[int] | int, dtype: torch.dtype, seed: int, device: torch.device | str | None = None,
-           ) -> torch.Tensor:
-    """A reproducible tensor whose sums of up to 8 such tensors are exact, in any order of addition.
-
-    float32: multiples of 1/8 below 2**17 (20 significant bits); float64: multiples of 2**-30 below 2**15 (45
-    significant bits, more than float32 holds); int64: integers below 2**40 (more than int32 holds). Drawn on the
-    CPU, where the generator lives (the same numbers on every machine), and returned on `device`: by default the
-    rank's device, rank_device().
-    """
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.float32:
-        drawn = torch.randint(-(2**20), 2**20, shape, generator=g).to(dtype) / 8
-    elif dtype == torch.float64:
-        drawn = torch.randint(-(2**45), 2**45, shape, generator=g).to(dtype) / 2**30
-    elif dtype == torch.int64:
-        drawn = torch.randint(-(2**40), 2**40, shape, generator=g)
-    else:
-        raise ValueError(f"sample makes {[str(d) for d in DTYPES]}, not {dtype}")
-    return drawn.to(rank_device() if device is None else device)
-
-
-def nbytes(tensor: torch.Tensor) -> int:
-    """Bytes of the tensor's data: what one message of it carries."""
-    return tensor.numel() * tensor.element_size()
-
-
-def chunk_bytes(numel: int, world: int, itemsize: int) -> list[int]:
-    """Bytes of each of the N chunks of torch.tensor_split(flat, N) on `numel` elements of `itemsize` bytes.
-
-    The first numel % N chunks have numel // N + 1 elements, the others numel // N. Example: chunk_bytes(10, 4, 4)
-    is [12, 12, 8, 8].
-    """
-    return [(numel // world + (k < numel % world)) * itemsize for k in range(world)]
-
-
-def raises_value_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
-    """"ValueError" if fn(*args, **kwargs) raises one; otherwise "no error" or the exception it raised, named."""
-    try:
-        fn(*args, **kwargs)
-    except ValueError:
-        return "ValueError"
-    except Exception as error:  # noqa: BLE001 (any other outcome is reported, for the assertion's message)
-        return f"{type(error).__name__}: {error}"
-    return "no error"
-
-
-_SCRATCH: dict[tuple[Hashable, torch.dtype, torch.device, int], torch.Tensor] = {}
-_SCRATCH_KEPT = 8  # buffers kept at most: a benchmark that sweeps sizes must not hoard memory
-
-
-def scratch(name: Hashable, numel: int, like: torch.Tensor) -> torch.Tensor:
-    """A receive buffer of `numel` elements with `like`'s dtype and device: the same memory at every call with the
-    same name, numel, dtype and device (its contents are whatever the last user left; never return it).
-
-    Why: memory fresh from the allocator is faulted in page by page by the kernel, on every call. For a pipelined
-    ring's two receive buffers that was about 10 % of its CPU time at 4-64 MB on 2 cores (N = 3 and 4).
-    Example: `inbox = scratch(("ring", 0), 1024, tensor)` in one call, the same tensor in the next.
-    """
-    key = (name, like.dtype, like.device, numel)
-    if key not in _SCRATCH:
-        if len(_SCRATCH) >= _SCRATCH_KEPT:
-            _SCRATCH.clear()
-        _SCRATCH[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
-    return _SCRATCH[key]
+__all__ = ["fit_alpha_beta_log", "iters_for", "ping_pong_time", "shift_time", "time_call"]
 
 
 def iters_for(nbytes: int, budget: int, lowest: int, highest: int) -> int:

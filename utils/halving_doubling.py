@@ -1,7 +1,7 @@
 """Recursive halving-doubling (Rabenseifner's all-reduce), a worked algorithm that lab 02 reads and measures.
 
     import torch.distributed as dist
-    from utils.allreduce import halving_doubling_all_reduce
+    from utils.halving_doubling import halving_doubling_all_reduce
 
     def body():                                  # on every rank, e.g. through utils.launch.launch
         t = torch.full((10,), float(dist.get_rank()))
@@ -17,7 +17,7 @@ M/2 + M/4 + ... + M/N bytes in each phase, 2(N-1)/N M in all, like the ring, but
 Other N: the first 2r ranks (r = N - p, p the largest power of two below N) fold in pairs before (rank 2i sends
 its tensor to 2i + 1, which adds it) and unfold after (2i + 1 sends the result back), so p ranks run the
 algorithm: two more messages of M bytes on the folded pairs. Only dist.send / recv / isend / irecv are used, so
-utils.ledger counts every message.
+utils.p2p_ledger counts every message.
 """
 
 from __future__ import annotations
