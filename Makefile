@@ -88,7 +88,7 @@ test-gpu: $(TEST_STAMP)  ## on a GPU box: every lab graded with its ranks on the
 	print(f"make test-gpu: {n} CUDA GPUs; a launch of N <= {n} ranks puts rank r on cuda:r (NCCL + Gloo)")'
 	$(BIN)/python -m pytest -m "gpu or slow" -rs $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff over utils, tests, autograder and the notebooks
+lint: $(STAMP)  ## ruff over utils, tests, autograder, benchmark, classroom and the notebooks
 	$(BIN)/ruff check .
 
 release: $(STAMP)  ## regenerate course/ from solutions/
@@ -104,7 +104,7 @@ feedback: $(STAMP)  ## write HTML feedback for every autograded submission into 
 	$(BIN)/python -m autograder feedback
 
 bench: $(STAMP)  ## all-reduce benchmark: built-in vs reference ring/tree/naive, N = 2-4 (about 2 min; BENCH_ARGS=--quick)
-	$(BIN)/python -m autograder.bench $(BENCH_ARGS)
+	$(BIN)/python -m benchmark.bench $(BENCH_ARGS)
 
 clean:  ## remove the environment and nbgrader's working state
 	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv graded bench-results
@@ -128,8 +128,8 @@ return-feedback: $(STAMP)  ## the feedback of a lab (after make autograde) to th
 merge: $(STAMP)  ## join the out folders of sharded runs: make merge OUT=graded SHARDS="graded-1 graded-2 graded-3"
 	$(BIN)/python -m autograder merge $(call need,OUT,OUT=graded) $(call need,SHARDS,SHARDS="graded-1 graded-2")
 
-# Formgrader and the create-assignment toolbar on, for this JupyterLab only (autograder/instructor/ says how);
+# Formgrader and the create-assignment toolbar on, for this JupyterLab only (classroom/instructor/ says how);
 # nbgrader creates the gradebook with the `alembic` of the venv, so the venv goes first on PATH.
 instructor-lab: $(STAMP)  ## JupyterLab on the whole repository with formgrader, on the gradebook of make autograde
-	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/autograder/instructor" \
+	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/classroom/instructor" \
 	  $(BIN)/jupyter lab --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS)

@@ -8,5 +8,6 @@ Run from the repository root (or use the make targets of the same names):
     python -m autograder grade DIR   # a class's submissions, in any layout -> graded/ (see grade.py)
 
 `autograde` and `grade` are one implementation (autograder/grade.py): `autograde` grades the course root's own
-submitted/ folder into the course root. Nothing in this package ships to students.
+submitted/ folder into the course root. Nothing in this package ships to students. The same command line runs the
+class logistics of classroom/ (release-lab, collect, return-feedback, export); the benchmark is benchmark/.
 """

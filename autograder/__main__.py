@@ -3,7 +3,7 @@
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
 [--shard I/N] [--fresh] (see autograder/grade.py); `merge OUT SHARD...` joins shards (autograder/gradebook.py).
 `autograde` is the same grading, of <root>/submitted into <root>. nbgrader's exchange: `release-lab`, `collect`,
-`return-feedback` LAB (autograder/exchange.py). The student edition: `export OUT` (autograder/export.py).
+`return-feedback` LAB (classroom/exchange.py). The student edition: `export OUT` (classroom/export.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from autograder import grade, gradebook
-from autograder.exchange import STEPS, exchange_step
-from autograder.export import export
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
+from classroom.exchange import STEPS, exchange_step
+from classroom.export import export
 
 INTERRUPTED = 130  # the exit status of a program stopped by Ctrl-C (128 + SIGINT)
 

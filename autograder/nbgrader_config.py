@@ -59,9 +59,10 @@ c.IgnorePattern.pattern = r"\A(?:(?:" + "|".join(NOISE_LINES) + r")(?:\n|\Z))+\Z
 # student's stub names the exercise (STYLE.md). tests/test_pipeline.py checks that every stub still raises.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE"}
 
-# Every released notebook starts with the one markdown cell of release_header.ipynb, which says that the
-# file is generated. An absolute path: nbgrader reads it relative to the course root, which the tests move.
-c.IncludeHeaderFooter.header = str(Path(__file__).resolve().with_name("release_header.ipynb"))
+# Every released notebook starts with the one markdown cell of classroom/template/release_header.ipynb, which says
+# that the file is generated. An absolute path: nbgrader reads it relative to the course root, which the tests move.
+TEMPLATE = Path(__file__).resolve().parents[1] / "classroom" / "template"
+c.IncludeHeaderFooter.header = str(TEMPLATE / "release_header.ipynb")
 
 # ClearOutput runs in generate_assignment (course/ ships without outputs or execution counts) and on every
 # submission before autograde executes it (a stale output can never earn points). Beyond nbgrader's

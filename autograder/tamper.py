@@ -13,9 +13,9 @@ these are the spellings that can get past it. Its points are left to the tests.
 from __future__ import annotations
 
 import ast
-import functools
 import re
-import threading
+
+from autograder.cells import meta, parse_cell, source
 
 # Names that a submission has no business using, each a way past utils.p2p_ledger: torch's functional collectives and
 # the dispatcher's operators (torch.ops.c10d, torch.ops._c10d_functional), a group's backends and torch's C++
@@ -27,33 +27,6 @@ PRIVATE_INTERNALS = frozenset({
     "_jit_get_operation", "_python_dispatch", "_pop_torch_dispatch_stack", "_unset_dispatch_mode",
     "_DisableTorchDispatch", "unrestricted", "_calls",
 })
-
-
-# CPython 3.11's ast.parse keeps its recursion depth in state that threads share, and two threads parsing at once can
-# fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). The grader checks
-# submissions on several threads: they parse one at a time.
-_PARSE_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=1024)  # each check of a cell parses it: once is enough (the trees are only read)
-def parse_cell(source: str) -> ast.Module | None:
-    """A code cell's syntax tree (IPython magics blanked out), or None if it is not valid Python. Do not modify it."""
-    with _PARSE_LOCK:
-        try:
-            return ast.parse(strip_magics(source))
-        except SyntaxError:
-            return None
-
-
-def meta(cell: dict) -> dict:
-    """The nbgrader metadata of a cell ({} for a plain cell)."""
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def source(cell: dict) -> str:
-    """A cell's source as one string (nbformat allows a list of lines)."""
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
 
 
 def find_tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list[str]]:
@@ -173,13 +146,6 @@ def private_internals(source: str) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.update(re.split(r"\.|::", node.value))
     return names & PRIVATE_INTERNALS
-
-
-def strip_magics(source: str) -> str:
-    """The source with IPython magics and shell escapes (%, !) blanked, so that ast can parse it."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-
-
 
 
 def reported_by_nbgrader(log: str) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from autograder import grade, pipeline
-from autograder.tamper import meta, source
+from autograder.cells import meta, source
 from tests.corpus.common import HIDDEN, Case
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,13 +1,13 @@
-"""The reference all-reduces of autograder/reference.py and the benchmark of autograder/bench.py.
+"""The reference all-reduces of benchmark/reference.py and the benchmark of benchmark/bench.py.
 
 - ring, tree, naive and halving-doubling (utils.halving_doubling) equal dist.all_reduce for N = 1..5,
   float32/float64/int64, lengths shorter than N and not divisible by N, with the default segments and with tiny
   ones (many segments per chunk), using only point-to-point messages;
 - the ring's traffic per rank is exactly a ring's: 2(N-1) chunks sent to the right, 2(N-1) received from the left
   (segments add messages, never bytes);
-- `python -m autograder.bench --quick` writes a CSV with the documented columns and a PNG, and its rows add up;
+- `python -m benchmark.bench --quick` writes a CSV with the documented columns and a PNG, and its rows add up;
   the table takes the slowest rank per repetition and pairs repetitions for the ratio;
-- its DDP section (autograder/bench_ddp.py) writes ddp.csv for N = 2, with lab 04's reference BucketedDDP (read from
+- its DDP section (benchmark/bench_ddp.py) writes ddp.csv for N = 2, with lab 04's reference BucketedDDP (read from
   the solution notebook) giving torch DDP's gradients, and judges the target on N = 2 only.
 
 No timing assertions: the performance target is the benchmark's verdict, read by a person. About 30 s on 2 cores.
@@ -25,10 +25,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import autograder.reference as reference
-from autograder import bench_ddp
-from autograder.bench import COLUMNS, crowding_note, parse_size, rows_for, verdict
-from autograder.bench import IMPLS as BENCH_IMPLS
+import benchmark.reference as reference
+from benchmark import bench_ddp
+from benchmark.bench import COLUMNS, crowding_note, parse_size, rows_for, verdict
+from benchmark.bench import IMPLS as BENCH_IMPLS
 from utils.halving_doubling import halving_doubling_all_reduce
 from utils.launch import launch
 from utils.p2p_ledger import Ledger
@@ -101,7 +101,7 @@ def test_ring_traffic_is_exactly_two_n_minus_one_chunks_per_rank(world: int, len
 
 
 def test_quick_benchmark_writes_a_consistent_csv_and_a_png(tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "autograder.bench", "--quick", "--out", str(tmp_path)],
+    run = subprocess.run([sys.executable, "-m", "benchmark.bench", "--quick", "--out", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr
     assert "N=3" in run.stdout and "reference ring / built-in busbw" in run.stdout  # progress and verdict

@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent("""
     import torch
     import torch.distributed as dist
 
-    from autograder.reference import ring_all_reduce
+    from benchmark.reference import ring_all_reduce
     from utils.launch import launch, rank_device
 
     NUMEL = 1003  # not a multiple of 4: uneven chunks

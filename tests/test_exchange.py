@@ -1,12 +1,12 @@
 """nbgrader's exchange round trip on one machine, and the instructor's JupyterLab on the gradebook it fills.
 
-One course, one exchange folder and two home folders, all temporary. The instructor's course root is a copy of
-this repository's Makefile and autograder/ with its solutions/ and course/ (links), so that `make instructor-lab`
-runs there, never here (`-o .venv/.installed`: the set-up counts as done and is never run; the .venv is this
-repository's). The instructor runs the steps the make targets run (`python -m autograder release-lab|collect|
-autograde|return-feedback`); the student's steps are the calls JupyterLab's Assignments tab makes (nbgrader's
-exchange classes, in this process). The student submits a broken case of the corpus, so the score is known
-and is not full marks. The smallest lab (by notebook size) keeps the one autograde short.
+One course, one exchange folder and two home folders, all temporary. The instructor's course root is a copy of this
+repository's Makefile, autograder/ and classroom/ with its solutions/ and course/ (links), so that `make
+instructor-lab` runs there, never here (`-o .venv/.installed`: the set-up counts as done and is never run; the .venv
+is this repository's). The instructor runs the steps the make targets run (`python -m autograder
+release-lab|collect|autograde|return-feedback`); the student's steps are the calls JupyterLab's Assignments tab
+makes (nbgrader's exchange classes, in this process). The student submits a broken case of the corpus, so the score
+is known and is not full marks. The smallest lab (by notebook size) keeps the one autograde short.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def trip(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root.mkdir()
     home.mkdir()
     shutil.copy(ROOT / "Makefile", root / "Makefile")
-    shutil.copytree(ROOT / "autograder", root / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("autograder", "classroom"):  # the grader's config, and the instructor's and the release header
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("solutions", "course", ".venv"):
         (root / name).symlink_to((ROOT / name).resolve())
     case = next(c for c in corpus.cases(LAB) if c.status == GRADED and c.loses and not c.tampered

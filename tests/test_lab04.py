@@ -1,7 +1,7 @@
 """Lab 04 (bucketed DDP): what is particular to this lab, beyond the shared structure and grading tests.
 
 The reference BucketedDDP that `make bench` times is the solution notebook's own class (read by
-autograder.reference.bucketed_ddp, never copied), and the student release keeps only its contract: no cell of
+benchmark.reference.bucketed_ddp, never copied), and the student release keeps only its contract: no cell of
 course/ registers a hook or launches an all-reduce the way the solution does. Takes about a second.
 """
 
@@ -11,7 +11,7 @@ import json
 
 import torch
 
-from autograder.reference import bucketed_ddp
+from benchmark.reference import bucketed_ddp
 from tests.common import COURSE, source
 
 RELEASED = COURSE / "04_bucketed_ddp" / "bucketed_ddp.ipynb"

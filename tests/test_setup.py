@@ -39,7 +39,7 @@ def test_torch_is_pinned_to_the_course_version():
 
 
 def test_ruff_passes():
-    # pyproject.toml's [tool.ruff] says what is checked: utils, tests, autograder and the notebooks.
+    # pyproject.toml's [tool.ruff] says what is checked: the Python packages, the tests and the notebooks.
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache"], cwd=REPO,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,7 +1,7 @@
 """The DDP section of `make bench`: lab 04's reference BucketedDDP against torch's DistributedDataParallel.
 
-    python -m autograder.bench --section ddp                     # N = 2 and 4, an MLP of 4.2 M parameters
-    python -m autograder.bench --section ddp --ddp-cap 8 --world-sizes 2
+    python -m benchmark.bench --section ddp                     # N = 2 and 4, an MLP of 4.2 M parameters
+    python -m benchmark.bench --section ddp --ddp-cap 8 --world-sizes 2
 
 For each world size, every rank trains the same model (one Linear(1024, 1024) + ReLU per layer, 4 layers, 16 MiB
 of float32 gradients; --quick: 1.1 M parameters) on its own batch of 32, three ways, interleaved repetition by
@@ -20,7 +20,7 @@ Output (in --out): ddp.csv, one row per N and variant: impl, N, cap_mb, params, 
 (this / torch, paired), ratio_after (this / after, paired). The verdict line: bucketed / torch at N = 2 at most
 TARGET_RATIO, with gradients equal to fp32 tolerance (GRAD_TOLERANCE, relative).
 
-The reference BucketedDDP is read from the solution notebook (autograder.reference.bucketed_ddp), the one place it
+The reference BucketedDDP is read from the solution notebook (benchmark.reference.bucketed_ddp), the one place it
 is written; nothing here ships to students.
 """
 
@@ -35,8 +35,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.bench_common import paired_ratio, rotation, write_csv
-from autograder.reference import bucketed_ddp
+from benchmark.bench_common import paired_ratio, rotation, write_csv
+from benchmark.reference import bucketed_ddp
 from utils.launch import launch, rank_device, synchronize
 
 COLUMNS = ["impl", "N", "cap_mb", "params", "step_ms", "ratio_torch", "ratio_after"]

@@ -2,20 +2,23 @@
 and lab 04's BucketedDDP (`bucketed_ddp()`, at the end).
 
     import torch.distributed as dist
-    from autograder.reference import ring_all_reduce
+    from benchmark.reference import ring_all_reduce
 
     def body():                      # on every rank, e.g. through utils.launch.launch
         t = torch.full((10,), float(dist.get_rank()))
         ring_all_reduce(t)           # in place: every rank now holds 0 + 1 + ... + (N-1)
         return t
 
-They live in autograder/ because they are solutions: nothing here ships to students. All three sum
-`tensor` in place over all ranks using only dist.isend / dist.irecv, so utils.p2p_ledger counts their traffic.
-`python -m autograder.bench` measures them against the built-in dist.all_reduce.
+They live in benchmark/ because they are solutions: nothing here ships to students. All three sum
+`tensor` in place over all ranks using only point-to-point messages, so utils.p2p_ledger counts their traffic.
+`python -m benchmark.bench` measures them against the built-in dist.all_reduce.
 
-There is one ring: the solution of lab 02's exercise 2.6 (`pipelined_ring_all_reduce`), read from the solution
-notebook when this module is imported, so that the ring students read in the solution is the one `make bench`
-measures. Like Gloo's own ring it sends every chunk in segments, each going on to the right as soon as it has
+There is one ring and one tree: the solutions of lab 02's exercises 2.6 (`pipelined_ring_all_reduce`) and 2.2
+(`tree_all_reduce`), read from the solution notebook at their first call (`preload` reads them at once), so that
+what students read in the solution is what `make bench` measures. A solution cell runs in the namespace of its
+notebook's own setup cell: the names that cell imports, so an import added there reaches the solutions too (its
+other statements, such as torch.set_num_threads, are left out: they would change the benchmark's process). The
+ring, like Gloo's own, sends every chunk in segments, each going on to the right as soon as it has
 arrived and been reduced, so that sending one segment overlaps receiving and reducing the next, across step
 boundaries too. Gloo's segments are 1 MiB; ours are up to SEGMENT_BYTES = 4 MiB, because from Python every
 message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured), against
@@ -25,8 +28,10 @@ the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores 
 
 from __future__ import annotations
 
-import contextlib
+import ast
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,36 +39,54 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from autograder.tamper import meta, source
-from utils.launch import rank_device
+from autograder.cells import meta, parse_cell, source
 from utils.memory import scratch
 
-__all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "ring_all_reduce", "tree_all_reduce"]
+__all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "preload", "ring_all_reduce", "tree_all_reduce"]
 
 SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 LAB02_SOLUTION = SOLUTIONS / "02_ring_allreduce" / "ring_allreduce.ipynb"
 LAB04_SOLUTION = SOLUTIONS / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
+SETUP_CELL = "setup"  # the grade_id of every lab's first code cell, the one that imports what the lab uses
 
-def _solution(notebook: Path, grade_id: str, **imports: Any) -> Any:
+
+@functools.cache
+def _solution(notebook: Path, grade_id: str) -> Any:
     """What the solution cell `grade_id` of `notebook` defines under the name `grade_id`: the one place it is written.
 
-    The cell runs in a namespace holding torch, dist and `imports` (the notebook's own imports that it uses).
+    The cell runs in the namespace that the imports of the notebook's setup cell make (read once per process).
     """
-    cells = json.loads(notebook.read_text())["cells"]
-    [cell] = [c for c in cells if meta(c).get("grade_id") == grade_id]
-    namespace = {"torch": torch, "dist": dist, **imports}
-    exec(compile(source(cell), f"{notebook}:{grade_id}", "exec"), namespace)
+    cells = {meta(c).get("grade_id"): c for c in json.loads(notebook.read_text())["cells"]}
+    if grade_id not in cells or SETUP_CELL not in cells:
+        raise LookupError(f"{notebook} has no cell {grade_id!r} or {SETUP_CELL!r}: the benchmark reads them")
+    namespace: dict[str, Any] = {}
+    exec(compile(_imports_of(source(cells[SETUP_CELL])), f"{notebook}:{SETUP_CELL}", "exec"), namespace)
+    exec(compile(source(cells[grade_id]), f"{notebook}:{grade_id}", "exec"), namespace)
     return namespace[grade_id]
 
 
-_pipelined_ring = _solution(LAB02_SOLUTION, "pipelined_ring_all_reduce", scratch=scratch)
+def _imports_of(setup: str) -> ast.Module:
+    """The import statements of a setup cell's source, as a module to compile.
+
+    >>> ast.unparse(_imports_of("import os\\nFAST = os.environ.get('COURSE_FAST')\\nfrom torch import nn"))
+    'import os\\nfrom torch import nn'
+    """
+    tree = parse_cell(setup)
+    if tree is None:
+        raise SyntaxError("a solution notebook's setup cell is not valid Python")
+    return ast.Module([node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)], type_ignores=[])
 
 
-def _flat_view(tensor: torch.Tensor) -> torch.Tensor:
-    if not tensor.is_contiguous():
-        raise ValueError("the reference all-reduces need a contiguous tensor")
-    return tensor.view(-1)
+def _lab02(grade_id: str) -> Callable[..., None]:
+    return _solution(LAB02_SOLUTION, grade_id)
+
+
+def preload() -> None:
+    """Read every reference implementation from its notebook now, e.g. before forking ranks that inherit them."""
+    for grade_id in ("pipelined_ring_all_reduce", "tree_all_reduce"):
+        _lab02(grade_id)
+    bucketed_ddp()
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> None:
@@ -73,37 +96,17 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
     the world size. Per rank it sends 2(N-1) chunks of about numel/N elements, each cut into equal segments.
     Example, N = 3: tensor = [r, r] on rank r -> [3, 3] on every rank.
     """
-    _pipelined_ring(tensor, SEGMENT_BYTES)  # read at each call: a benchmark may change it
+    _lab02("pipelined_ring_all_reduce")(tensor, SEGMENT_BYTES)  # read at each call: a benchmark may change it
 
 
 def tree_all_reduce(tensor: torch.Tensor) -> None:
-    """Sum `tensor` over all ranks, in place: binomial-tree reduce to rank 0, then binomial broadcast.
+    """Sum `tensor` over all ranks, in place, with lab 02's binomial tree (exercise 2.2): reduce to rank 0, then
+    broadcast back down the same tree.
 
     2 ceil(log2 N) rounds of whole-tensor messages: few messages (good for small tensors), but each rank
     moves up to 2 ceil(log2 N) M bytes (bad for large ones). Example, N = 5: [r] on rank r -> [10] everywhere.
     """
-    world, rank = dist.get_world_size(), dist.get_rank()
-    if world == 1 or tensor.numel() == 0:  # nothing to add up (an empty tensor is always contiguous)
-        return
-    flat = _flat_view(tensor)
-    inbox = scratch("inbox", flat.numel(), flat)
-    mask = 1
-    while mask < world:  # reduce: at round `mask`, ranks with that bit set hand their partial sum down
-        if rank & mask:
-            dist.isend(flat, dst=rank - mask).wait()
-            break
-        if rank + mask < world:
-            dist.irecv(inbox, src=rank + mask).wait()
-            flat.add_(inbox)
-        mask <<= 1
-    # Broadcast back down the same tree, largest subtrees first; `mask` is where this rank left the reduce.
-    if rank:
-        dist.irecv(flat, src=rank - mask).wait()
-    mask >>= 1
-    while mask:
-        if rank + mask < world:
-            dist.isend(flat, dst=rank + mask).wait()
-        mask >>= 1
+    _lab02("tree_all_reduce")(tensor)
 
 
 def naive_all_reduce(tensor: torch.Tensor) -> None:
@@ -114,7 +117,9 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
     world, rank = dist.get_world_size(), dist.get_rank()
     if world == 1 or tensor.numel() == 0:  # nothing to add up (an empty tensor is always contiguous)
         return
-    flat = _flat_view(tensor)
+    if not tensor.is_contiguous():
+        raise ValueError("the naive all-reduce needs a contiguous tensor")
+    flat = tensor.view(-1)
     if rank:
         dist.isend(flat, dst=0).wait()
         dist.irecv(flat, src=0).wait()
@@ -130,7 +135,7 @@ def naive_all_reduce(tensor: torch.Tensor) -> None:
 def bucketed_ddp() -> type[nn.Module]:
     """Lab 04's BucketedDDP class, read from the solution notebook (course/ gets only its stubs: students write it).
 
-    autograder.bench_ddp times it against torch's DistributedDataParallel.
+    benchmark.bench_ddp times it against torch's DistributedDataParallel.
     Example: `bucketed_ddp()(model, bucket_cap_mb=4)` on every rank.
     """
-    return _solution(LAB04_SOLUTION, "BucketedDDP", contextlib=contextlib, nn=nn, rank_device=rank_device)
+    return _solution(LAB04_SOLUTION, "BucketedDDP")

@@ -1,7 +1,7 @@
 """Every lab's visible tests, checked as the Validate button checks them: `make test` (one lab: make test LAB=01).
 
 nbgrader's Validator runs the notebook top to bottom in a fresh kernel and reports each test cell that fails.
-(This file ships in the student edition of the course as tests/test_labs.py; see autograder/export.py.)
+(This file ships in the student edition of the course as tests/test_labs.py; see classroom/export.py.)
 """
 
 from pathlib import Path

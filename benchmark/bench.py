@@ -1,21 +1,21 @@
 """All-reduce benchmark, nccl-tests style: the built-in dist.all_reduce against the reference implementations.
 
-    python -m autograder.bench                  # N = 2, 3, 4; 4 KB .. 64 MB; about 2 minutes on 2 cores
-    python -m autograder.bench --quick          # smoke run: N = 2, 3; three small sizes; seconds
-    python -m autograder.bench --sizes 4M 64M --world-sizes 2 4 --impls builtin ring --out results/
-    python -m autograder.bench --section ddp    # only lab 04's DDP section (autograder/bench_ddp.py): N = 2, 4
+    python -m benchmark.bench                   # N = 2, 3, 4; 4 KB .. 64 MB; about 2 minutes on 2 cores
+    python -m benchmark.bench --quick           # smoke run: N = 2, 3; three small sizes; seconds
+    python -m benchmark.bench --sizes 4M 64M --world-sizes 2 4 --impls builtin ring --out results/
+    python -m benchmark.bench --section ddp     # only lab 04's DDP section (benchmark/bench_ddp.py): N = 2, 4
 
 Every rank is a local process (Gloo on CPU), started by utils.launch, one launch per world size. The same
 script runs under torchrun, at torchrun's world size, on one node or several; only rank 0 writes files:
 
-    torchrun --standalone --nproc-per-node=4 -m autograder.bench
-    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=0 --rdzv-endpoint=HOST:PORT -m autograder.bench  # node 0
-    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=1 --rdzv-endpoint=HOST:PORT -m autograder.bench  # node 1
+    torchrun --standalone --nproc-per-node=4 -m benchmark.bench
+    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=0 --rdzv-endpoint=HOST:PORT -m benchmark.bench  # node 0
+    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=1 --rdzv-endpoint=HOST:PORT -m benchmark.bench  # node 1
 
 Output (in --out, default bench-results/): allreduce.csv and allreduce.png (busbw against size, one line per
 implementation, one panel per world size). The CSV's columns, one row per implementation, N and size:
 
-    impl         builtin (dist.all_reduce), ring, tree or naive (autograder.reference), or halving
+    impl         builtin (dist.all_reduce), ring, tree or naive (benchmark.reference), or halving
                  (utils.halving_doubling: recursive halving-doubling, lab 02's worked algorithm)
     N            world size
     size_bytes   tensor size in bytes (float32)
@@ -48,7 +48,7 @@ message that Gloo's C++ ring does not, cannot beat it. Measured on 2 cores (medi
 the CPU ratio (idle cores hide the cost). So the printed cpu_ratio at N > cores says how much of the gap is CPU,
 and the fair comparison of the rings' schedules is at N <= cores; both lines are printed.
 
-Then the DDP section (autograder/bench_ddp.py, its own docstring): lab 04's reference BucketedDDP against torch's
+Then the DDP section (benchmark/bench_ddp.py, its own docstring): lab 04's reference BucketedDDP against torch's
 DistributedDataParallel, N = 2 and 4 (--quick: N = 2, a smaller model), written to ddp.csv, with its own verdict
 line (within 1.15x of torch's step time at N = 2). --section chooses one of the two.
 """
@@ -67,9 +67,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from autograder import bench_ddp
-from autograder.bench_common import paired_ratio, rotation, write_csv
-from autograder.reference import naive_all_reduce, ring_all_reduce, tree_all_reduce
+from benchmark import bench_ddp
+from benchmark.bench_common import paired_ratio, rotation, write_csv
+from benchmark.reference import naive_all_reduce, preload, ring_all_reduce, tree_all_reduce
 from utils.halving_doubling import halving_doubling_all_reduce
 from utils.launch import launch, rank_device, synchronize
 
@@ -261,7 +261,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmark.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: N = 2, 3, sizes 4K 64K 1M, 3 repeats")
     parser.add_argument("--sizes", nargs="+", type=parse_size, metavar="SIZE", help="bytes, e.g. 4K 1M 64M")
     parser.add_argument("--world-sizes", nargs="+", type=int, metavar="N", help="default 2 3 4 (--quick: 2 3)")
@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in worlds):
         parser.error("world sizes must be at least 1")
 
+    preload()  # the solutions' cells, read here once: every forked rank inherits them
     if args.section != "allreduce":
         ddp_worlds = worlds if under_torchrun or args.world_sizes else ([2] if args.quick else [2, 4])
         bench_ddp.run(ddp_worlds, args.ddp_cap, args.quick, args.out, writer)

@@ -8,4 +8,4 @@ folders and gradebook as `make autograde`.
 
 from pathlib import Path
 
-load_subconfig(str(Path(__file__).resolve().parents[1] / "nbgrader_config.py"))  # noqa: F821  (traitlets')
+load_subconfig(str(Path(__file__).resolve().parents[2] / "autograder" / "nbgrader_config.py"))  # noqa: F821  (traitlets')

@@ -8,8 +8,8 @@ from this repository's own:
 - Makefile: this Makefile's variables and its set-up, `help`, `lab` and `clean` rules, and a `test` rule that runs
   the visible tests (STUDENT_TEST_RULE): nothing is written twice, so the student's `make lab` is the same;
 - README.md: this README's student sections (STUDENT_SECTIONS), under a note on what the edition is;
-- tests/test_labs.py: autograder/student_tests.py, every lab's visible tests as the Validate button runs them.
-Nothing else is copied: solutions/, autograder/ and tests/ stay here. `leaks` checks the result.
+- tests/test_labs.py: classroom/template/student_tests.py, every lab's visible tests as the Validate button runs them.
+Nothing else is copied: solutions/, autograder/, benchmark/, classroom/ and tests/ stay here. `leaks` checks the result.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir
 
+TEMPLATE = Path(__file__).resolve().with_name("template")  # the files made for the student edition
 COPIED = ("utils", "jupyter", "requirements.txt", "environment.yml", "pyproject.toml", ".gitignore")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 STUDENT_RULES = {"help", "$(STAMP)", "lab", "class-lab", "clean"}  # the Makefile rules a student gets as they are
@@ -41,7 +42,8 @@ Your instructor grades with more tests than the ones you see.
 """
 # What must never reach students: nbgrader's markers of answers and hidden tests, and the instructor's folders.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-INSTRUCTOR_PATHS = ("solutions", "autograder", "tests/corpus", "submitted", "autograded", "feedback", "gradebook.db")
+INSTRUCTOR_PATHS = ("solutions", "autograder", "benchmark", "classroom", "tests/corpus", "submitted", "autograded",
+                    "feedback", "gradebook.db")
 
 
 def export(out: Path, root: Path = REPO_ROOT) -> Path:
@@ -60,7 +62,7 @@ def export(out: Path, root: Path = REPO_ROOT) -> Path:
     (out / "Makefile").write_text(student_makefile((Path(root) / "Makefile").read_text()))
     (out / "README.md").write_text(student_readme((Path(root) / "README.md").read_text()))
     (out / "tests").mkdir()
-    shutil.copy(Path(__file__).with_name("student_tests.py"), out / "tests" / "test_labs.py")
+    shutil.copy(TEMPLATE / "student_tests.py", out / "tests" / "test_labs.py")
     if found := leaks(out):
         shutil.rmtree(out)
         raise PipelineError("the student edition would hold answers; nothing was written:\n  " + "\n  ".join(found))

@@ -1,0 +1,3 @@
+"""The all-reduce and DDP benchmark (`make bench`, `python -m benchmark.bench`) and the reference implementations it
+measures, read from the solution notebooks (reference.py). Nothing here ships to students.
+"""
