@@ -19,6 +19,7 @@ from autograder import grade, gradebook
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
 from classroom.exchange import STEPS, exchange_step
 from classroom.export import export
+from utils.timeouts import CELL_S, SUBMISSION_S
 
 INTERRUPTED = 130  # the exit status of a program stopped by Ctrl-C (128 + SIGINT)
 
@@ -60,8 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding course/ and utils/")
     args = parser.parse_args(argv)
     workers = getattr(args, "workers", None)  # None: one per core
-    if (workers is not None and workers < 1) or getattr(args, "timeout", 1) <= 0:
-        parser.error("--workers must be >= 1 and --timeout > 0")
+    if workers is not None and workers < 1:
+        parser.error("--workers must be >= 1")
+    if hasattr(args, "timeout"):
+        try:
+            grade.check_limits(args.cell_timeout, args.timeout)
+        except PipelineError as exc:
+            parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     root = getattr(args, "root", REPO_ROOT).resolve()
     start = time.perf_counter()
@@ -105,10 +111,10 @@ def _shard(text: str) -> tuple[int, int]:
 def _grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None,
                         help=f"submissions graded at once (default: one per core, {grade.default_workers()} here)")
-    parser.add_argument("--timeout", type=float, default=900.0,
-                        help="wall-clock seconds for one whole submission (default: 900)")
+    parser.add_argument("--timeout", type=float, default=SUBMISSION_S,
+                        help=f"wall-clock seconds for one whole submission (default: {SUBMISSION_S:g})")
     parser.add_argument("--cell-timeout", type=float, default=None,
-                        help="nbgrader's per-cell limit, overriding Execute.timeout of the config")
+                        help=f"nbgrader's per-cell limit, below --timeout (default: the config's, {CELL_S:g})")
     parser.add_argument("--fast", action="store_true", help="set COURSE_FAST=1 for the grading kernels")
     parser.add_argument("--fresh", action="store_true",
                         help="grade everything again (default: keep what an earlier run in the out folder graded)")

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import gradebook
+from autograder.cells import meta
 from autograder.gradebook import LOGS
 from autograder.pipeline import (
     REPO_ROOT,
@@ -54,7 +55,8 @@ from autograder.pipeline import (
     run_nbgrader,
 )
 from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
-from autograder.tamper import find_tampering, meta, reported_by_nbgrader
+from autograder.tamper import find_tampering, reported_by_nbgrader
+from utils.timeouts import SUBMISSION_S, check_grading_limits
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
 # against the file name; a .zip's name gives the student and the notebooks inside it are taken as they are.
@@ -241,7 +243,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         result.tampered += reported_by_nbgrader(run.log)
         if run.returncode != 0 and "CellTimeoutError" in run.log:  # nbclient gives up when a cell ignores SIGINT
             result.status = TIMED_OUT
-            limit = cell_timeout or float(nbgrader_config().Execute.timeout)
+            limit = cell_limit(cell_timeout)
             result.notes.append(f"a cell ran past the limit of {limit:g} s for one cell and did not stop when "
                                 "interrupted, so grading stopped there: no cell could be scored")
             return result
@@ -337,7 +339,7 @@ def fingerprint(entry: Entry) -> str:
     return digest.hexdigest()[:16]
 
 
-def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = 600.0,
+def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = SUBMISSION_S,
                 cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
                 root: Path = REPO_ROOT, progress: Callable[[str], None] = print,
                 shard: tuple[int, int] | None = None, fresh: bool = False) -> list[Result]:
@@ -352,7 +354,11 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
     graded (a submission whose files changed is graded again); `fresh` grades everything anew. The CSVs are
     rewritten after every submission, so Ctrl-C (KeyboardInterrupt) keeps everything graded so far: every running
     submission is stopped with all its processes, and the KeyboardInterrupt goes on to the caller.
+
+    Raises PipelineError, before anything is graded, when the cell limit (`cell_timeout`, or the config's) is not
+    below `timeout` (utils.timeouts.check_grading_limits).
     """
+    check_limits(cell_timeout, timeout)
     workers = workers or default_workers()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -381,6 +387,19 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
         return ordered
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def cell_limit(cell_timeout: float | None) -> float:
+    """nbgrader's per-cell limit in seconds: `cell_timeout`, or the config's Execute.timeout where it is None."""
+    return float(nbgrader_config().Execute.timeout) if cell_timeout is None else float(cell_timeout)
+
+
+def check_limits(cell_timeout: float | None, timeout: float) -> None:
+    """Raise PipelineError unless the cell limit (cell_limit) is below the submission's and both are positive."""
+    try:
+        check_grading_limits(cell_limit(cell_timeout), timeout)
+    except ValueError as exc:
+        raise PipelineError(str(exc)) from None
 
 
 def _grade_all(todo: list[Entry], prints: dict[tuple[str, str], str], template: Path, work: Path, out: Path,

@@ -13,6 +13,8 @@ temporary course root that way, without touching the repository's gradebook).
 import sys
 from pathlib import Path
 
+from utils.timeouts import CELL_S
+
 c = get_config()  # noqa: F821  (traitlets puts get_config in this file's namespace)
 
 # ---- where things live: nbgrader's "source" step is solutions/, its "release" step is course/ ----------
@@ -27,12 +29,13 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 
 # ---- executing submissions --------------------------------------------------------------------------------
-# Per-cell limit (nbgrader's default is 30 s). A cold kernel's first `import torch` takes 10-30 s on a busy
-# 2-core laptop, and a distributed test forks up to 5 ranks, rendezvouses over Gloo and runs the work; the
-# launcher's own watchdog bounds each launch well below a minute. 120 s leaves that a 2x margin, so a hung
-# submission is stopped by the watchdog (which reports where every rank was blocked) and not by nbgrader's
-# bare "CellTimeoutError". On timeout nbgrader interrupts the kernel and carries on with the next cell.
-c.Execute.timeout = 120
+# Per-cell limit (nbgrader's default is 30 s), from the timeout ladder (utils/timeouts.py). A cold kernel's first
+# `import torch` takes 10-30 s on a busy 2-core laptop, and a distributed test forks up to 5 ranks, rendezvouses
+# over Gloo and runs the work; the launcher's own watchdog bounds each launch well below a minute. 120 s leaves
+# that a 2x margin, so a hung submission is stopped by the watchdog (which reports where every rank was blocked)
+# and not by nbgrader's bare "CellTimeoutError". On timeout nbgrader interrupts the kernel and carries on with the
+# next cell.
+c.Execute.timeout = int(CELL_S)
 
 # nbgrader zeroes a test cell with *any* stderr output (nbgrader/utils.py, determine_grade), and
 # ipykernel captures the file descriptors of forked ranks, so a rank's harmless warning would cost a

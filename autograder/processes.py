@@ -14,6 +14,8 @@ import uuid
 
 import psutil
 
+from utils.timeouts import KILL_WAIT_S
+
 TAG_VARIABLE = "AUTOGRADER_GRADE_TAG"  # one nbgrader command and everything it starts
 RUN_VARIABLE = "AUTOGRADER_RUN_TAG"  # one class grading run: every submission's processes
 
@@ -35,7 +37,8 @@ def tagged_processes(tag: str, variable: str = TAG_VARIABLE) -> list[int]:
     return pids
 
 
-def kill_tagged(tag: str, group: int | None = None, wait: float = 10.0, variable: str = TAG_VARIABLE) -> list[int]:
+def kill_tagged(tag: str, group: int | None = None, wait: float = KILL_WAIT_S,
+                variable: str = TAG_VARIABLE) -> list[int]:
     """SIGKILL every process with variable=tag (and the process group `group`); return the pids killed.
 
     Keeps killing until none is left or `wait` seconds have passed: a process may fork while it dies.

@@ -20,12 +20,13 @@ import pytest
 from autograder import grade, pipeline
 from autograder.cells import meta, source
 from tests.corpus.common import HIDDEN, Case
+from utils.timeouts import KILL_SLACK_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = pipeline.course_dir(ROOT, "source")
 COURSE = pipeline.course_dir(ROOT, "release")
 ASSIGNMENTS = pipeline.assignment_names(ROOT)
-KILL_SLACK = 20.0  # from a submission's time limit to every process of it gone
+KILL_SLACK = KILL_SLACK_S  # from a submission's time limit to every process of it gone
 CELL_TIMEOUT = float(pipeline.nbgrader_config().Execute.timeout)  # nbgrader's per-cell limit, as configured
 
 __all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "KILL_SLACK", "ROOT", "SOLUTIONS", "GradingRun",

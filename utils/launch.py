@@ -57,14 +57,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
+from utils.timeouts import LAUNCH_S, STACK_DUMP_S, process_group_s
+
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
 
 _HOST = "127.0.0.1"
-# The process group's own timeout must outlast ours: if Gloo timed out first, a deadlock would surface as
-# one rank's "Timed out waiting for recv" traceback instead of the report that shows every rank.
-_PG_TIMEOUT_MARGIN_S = 30.0
 _FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others get to fail on their own (and say why)
-_STACK_DUMP_WAIT_S = 3.0  # how long a hung rank gets to write its stack after SIGUSR1
 _POLL_S = 0.05
 _LIBRARY_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(threading.__file__), os.path.dirname(__file__))
 
@@ -104,7 +102,7 @@ def launch(
     fn: Callable[..., Any],
     world_size: int,
     *args: Any,
-    timeout: float = 60.0,
+    timeout: float = LAUNCH_S,
     backend: str = "auto",
     threads: int = 1,
     **kwargs: Any,
@@ -275,7 +273,9 @@ def _uses_gpus(backend: str) -> bool:
 
 
 def _pg_timeout(timeout: float) -> timedelta:
-    return timedelta(seconds=timeout + _PG_TIMEOUT_MARGIN_S)
+    """The process group's own timeout: it must outlast ours (utils/timeouts.py), or a deadlock would surface as
+    one rank's "Timed out waiting for recv" traceback instead of the report that shows every rank."""
+    return timedelta(seconds=process_group_s(timeout))
 
 
 # ------------------------------------------------------------------------------------------ in the rank
@@ -537,7 +537,7 @@ def _hang_report(ranks: _Ranks, timeout: float) -> tuple[str, dict[int, str]]:
 
 def _collect_stacks(ranks: _Ranks, hung: list[int]) -> dict[int, str]:
     """Wait until each hung rank has written its faulthandler dump to its stderr log, and return the dumps."""
-    end = time.monotonic() + _STACK_DUMP_WAIT_S
+    end = time.monotonic() + STACK_DUMP_S
     stacks: dict[int, str] = {}
     while True:
         stacks = {rank: _last_dump(ranks.stderr(rank)) for rank in hung}
