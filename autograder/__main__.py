@@ -1,7 +1,7 @@
 """Command line: python -m autograder {release,autograde,feedback} [--root PATH].
 
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
-[--shard I/N] [--fresh] (see autograder/grade.py); `merge OUT SHARD...` joins shards (autograder/gradebook.py).
+[--shard I/N] [--fresh] (see autograder/class_run.py); `merge OUT SHARD...` joins shards (autograder/gradebook.py).
 `autograde` is the same grading, of <root>/submitted into <root>. nbgrader's exchange: `release-lab`, `collect`,
 `return-feedback` LAB (classroom/exchange.py). The student edition: `export OUT` (classroom/export.py).
 """
@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from autograder import grade, gradebook
+from autograder import class_run, gradebook, reports
+from autograder.grade import check_limits
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
 from classroom.exchange import STEPS, exchange_step
 from classroom.export import export
@@ -26,69 +27,19 @@ INTERRUPTED = 130  # the exit status of a program stopped by Ctrl-C (128 + SIGIN
 
 def main(argv: list[str] | None = None) -> int:
     """Run one step; return the exit status (1 with the reason on stderr when the step could not run)."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    steps = parser.add_subparsers(dest="step", required=True)
-    for step, what in (("release", "regenerate course/ from solutions/"),
-                       ("autograde", "grade <root>/submitted into <root>: gradebook, grades.csv, feedback/"),
-                       ("feedback", "write HTML feedback for everything in <root>/autograded")):
-        sub = steps.add_parser(step, help=what)
-        sub.add_argument("--root", type=Path, default=REPO_ROOT,
-                         help="course root holding solutions/, submitted/, ... (default: this repository)")
-        if step == "autograde":
-            _grading_options(sub)
-    sub = steps.add_parser("grade", help="grade a folder of submissions in parallel",
-                           description=grade.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub.add_argument("submissions", type=Path,
-                     help="<student>/<assignment>/<notebook>.ipynb, or a flat folder of LMS .ipynb/.zip files")
-    sub.add_argument("--out", type=Path, default=Path("graded"),
-                     help="where the gradebook, grades.csv, autograded/ and feedback/ go (default: ./graded)")
-    sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
-    sub.add_argument("--shard", type=_shard, default=None, metavar="I/N",
-                     help="grade only shard I of N of the students (a stable split; join them with `merge`)")
-    _grading_options(sub)
-    sub = steps.add_parser("merge", help="join the out folders of `grade --shard` runs into one")
-    sub.add_argument("out", type=Path, help="the joined folder: gradebook.db, grades.csv, lms-grades.csv, ...")
-    sub.add_argument("shards", type=Path, nargs="+", help="the shards' out folders")
-    for step, (command, _) in STEPS.items():
-        sub = steps.add_parser(step, help=f"nbgrader {command} of one lab, through the exchange")
-        sub.add_argument("lab", help="the assignment, e.g. 00_ranks_and_alpha_beta")
-        sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
-        sub.add_argument("--exchange", type=Path, default=None, help="the exchange folder (default: nbgrader's config)")
-    sub = steps.add_parser("export", help="write the student edition (a git repository) into a new folder")
-    sub.add_argument("out", type=Path)
-    sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding course/ and utils/")
-    args = parser.parse_args(argv)
-    workers = getattr(args, "workers", None)  # None: one per core
-    if workers is not None and workers < 1:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "workers", None) is not None and args.workers < 1:  # None: one per core
         parser.error("--workers must be >= 1")
     if hasattr(args, "timeout"):
         try:
-            grade.check_limits(args.cell_timeout, args.timeout)
+            check_limits(args.cell_timeout, args.timeout)
         except PipelineError as exc:
             parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    root = getattr(args, "root", REPO_ROOT).resolve()
     start = time.perf_counter()
     try:
-        if args.step == "release":
-            written = release(root)
-            print(f"released {len(written)} notebooks into {course_dir(root, 'release')}/")
-        elif args.step == "feedback":
-            written = feedback(root)
-            print(f"wrote {len(written)} feedback files into {course_dir(root, 'feedback')}/")
-        elif args.step == "merge":
-            rows = gradebook.merge_shards(args.out, args.shards)
-            print(f"joined {len(args.shards)} shards, {len(rows)} submissions, into {args.out}/")
-        elif args.step in STEPS:
-            print(exchange_step(args.step, args.lab, root, args.exchange).log.strip())
-        elif args.step == "export":
-            print(f"wrote the student edition into {export(args.out, root)}/ (a git repository: push it as it is)")
-        else:
-            submissions = args.submissions if args.step == "grade" else course_dir(root, "submitted")
-            out = args.out if args.step == "grade" else root
-            _grade(submissions, out, root, args)
+        args.func(args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -100,17 +51,60 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every step; each subcommand's `func` runs it with the parsed arguments."""
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = parser.add_subparsers(dest="step", required=True)
+    for step, what, func in (("release", "regenerate course/ from solutions/", _release),
+                             ("autograde", "grade <root>/submitted into <root>: gradebook, grades.csv, feedback/",
+                              _autograde),
+                             ("feedback", "write HTML feedback for everything in <root>/autograded", _feedback)):
+        sub = steps.add_parser(step, help=what)
+        sub.add_argument("--root", type=Path, default=REPO_ROOT,
+                         help="course root holding solutions/, submitted/, ... (default: this repository)")
+        if step == "autograde":
+            _grading_options(sub)
+        sub.set_defaults(func=func)
+    sub = steps.add_parser("grade", help="grade a folder of submissions in parallel",
+                           description=class_run.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub.add_argument("submissions", type=Path,
+                     help="<student>/<assignment>/<notebook>.ipynb, or a flat folder of LMS .ipynb/.zip files")
+    sub.add_argument("--out", type=Path, default=Path("graded"),
+                     help="where the gradebook, grades.csv, autograded/ and feedback/ go (default: ./graded)")
+    sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
+    sub.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                     help="grade only shard I of N of the students (a stable split; join them with `merge`)")
+    _grading_options(sub)
+    sub.set_defaults(func=_grade_folder)
+    sub = steps.add_parser("merge", help="join the out folders of `grade --shard` runs into one")
+    sub.add_argument("out", type=Path, help="the joined folder: gradebook.db, grades.csv, lms-grades.csv, ...")
+    sub.add_argument("shards", type=Path, nargs="+", help="the shards' out folders")
+    sub.set_defaults(func=_merge)
+    for step, (command, _) in STEPS.items():
+        sub = steps.add_parser(step, help=f"nbgrader {command} of one lab, through the exchange")
+        sub.add_argument("lab", help="the assignment, e.g. 00_ranks_and_alpha_beta")
+        sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding solutions/")
+        sub.add_argument("--exchange", type=Path, default=None, help="the exchange folder (default: nbgrader's config)")
+        sub.set_defaults(func=_exchange)
+    sub = steps.add_parser("export", help="write the student edition (a git repository) into a new folder")
+    sub.add_argument("out", type=Path)
+    sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding course/ and utils/")
+    sub.set_defaults(func=_export)
+    return parser
+
+
 def _shard(text: str) -> tuple[int, int]:
     """--shard's value, with argparse's usage message when it is not i/n."""
     try:
-        return grade.parse_shard(text)
+        return class_run.parse_shard(text)
     except PipelineError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None,
-                        help=f"submissions graded at once (default: one per core, {grade.default_workers()} here)")
+                        help=f"submissions graded at once (default: one per core, {class_run.default_workers()} here)")
     parser.add_argument("--timeout", type=float, default=SUBMISSION_S,
                         help=f"wall-clock seconds for one whole submission (default: {SUBMISSION_S:g})")
     parser.add_argument("--cell-timeout", type=float, default=None,
@@ -120,6 +114,42 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
                         help="grade everything again (default: keep what an earlier run in the out folder graded)")
 
 
+# ---- the steps: each takes the parsed arguments and prints what it did ------------------------------------------
+
+
+def _release(args: argparse.Namespace) -> None:
+    root = args.root.resolve()
+    print(f"released {len(release(root))} notebooks into {course_dir(root, 'release')}/")
+
+
+def _feedback(args: argparse.Namespace) -> None:
+    root = args.root.resolve()
+    print(f"wrote {len(feedback(root))} feedback files into {course_dir(root, 'feedback')}/")
+
+
+def _merge(args: argparse.Namespace) -> None:
+    rows = gradebook.merge_shards(args.out, args.shards)
+    print(f"joined {len(args.shards)} shards, {len(rows)} submissions, into {args.out}/")
+
+
+def _exchange(args: argparse.Namespace) -> None:
+    print(exchange_step(args.step, args.lab, args.root.resolve(), args.exchange).log.strip())
+
+
+def _export(args: argparse.Namespace) -> None:
+    out = export(args.out, args.root.resolve())
+    print(f"wrote the student edition into {out}/ (a git repository: push it as it is)")
+
+
+def _autograde(args: argparse.Namespace) -> None:
+    root = args.root.resolve()
+    _grade(course_dir(root, "submitted"), root, root, args)
+
+
+def _grade_folder(args: argparse.Namespace) -> None:
+    _grade(args.submissions, args.out, args.root.resolve(), args)
+
+
 def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -> None:
     """Grade, then print the score table, the summary and where everything went.
 
@@ -127,14 +157,14 @@ def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -
     """
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        results = grade.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
-                                    cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
-                                    shard=getattr(args, "shard", None),
-                                    env={"COURSE_FAST": "1"} if args.fast else None)
+        results = class_run.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
+                                        cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
+                                        shard=getattr(args, "shard", None),
+                                        env={"COURSE_FAST": "1"} if args.fast else None)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(grade.format_table(results))
-    print(grade.summary(results))
+    print(reports.format_table(results))
+    print(reports.summary(results))
     print(f"wrote {out / gradebook.CSV_NAME}, {out / gradebook.LMS_NAME}, {out / 'gradebook.db'} and "
           f"{out / 'feedback'}/")
 

@@ -3,8 +3,8 @@
 Every nbgrader command runs as a subprocess with autograder/nbgrader_config.py (run_nbgrader), quiet on success
 and with nbgrader's whole log in the exception on failure. Every function takes the course root (the folder that
 holds solutions/, submitted/, autograded/, feedback/ and gradebook.db), so the tests can grade in a temporary
-folder without touching the repository's gradebook. Grading itself, of one submission or a whole class, is
-autograder/grade.py.
+folder without touching the repository's gradebook. Grading itself is
+autograder/grade.py (one submission) and autograder/class_run.py (a whole class).
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
         f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}",
         f"--CourseDirectory.root={root}",  # the command line beats the root computed in the config
     ]
-    tag = new_tag()
-    full_env = {**os.environ, **(env or {}), **tag}
+    tag_env = new_tag()  # {TAG_VARIABLE: this command's tag}, inherited by every process it starts
+    tag = tag_env[TAG_VARIABLE]
+    full_env = {**os.environ, **(env or {}), **tag_env}
     # nbgrader creates a gradebook by running the `alembic` executable found on PATH
     # (nbgrader/api.py:37, get_alembic_version), so without an activated venv it fails: put ours first.
     full_env["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), full_env.get("PATH", "")])
@@ -105,13 +106,13 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
         try:
             returncode: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_tagged(tag[TAG_VARIABLE], group=proc.pid)
+            kill_tagged(tag, group=proc.pid)
             proc.wait()
             returncode = None
         finally:
-            kill_tagged(tag[TAG_VARIABLE])  # whatever outlived nbgrader (a rank that ignored its kernel's death)
+            kill_tagged(tag)  # whatever outlived nbgrader (a rank that ignored its kernel's death)
         output.seek(0)
-        run = NbgraderRun(returncode, output.read(), tag[TAG_VARIABLE])
+        run = NbgraderRun(returncode, output.read(), tag)
     log.debug("nbgrader %s took %.1f s", command, time.perf_counter() - start)
     if check and run.returncode != 0:
         how = f"was stopped after {timeout:g} s" if run.returncode is None else f"failed (exit {run.returncode})"

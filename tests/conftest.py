@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade
+from autograder import class_run, grade, reports
 from tests import corpus
 from tests.common import ASSIGNMENTS, GradingRun, lab_marker
 
@@ -87,7 +87,7 @@ def grading(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     submissions = tmp_path_factory.mktemp("submissions")
     written = corpus.write(submissions, labs)
     out = tmp_path_factory.mktemp("graded")
-    workers = grade.default_workers()
+    workers = class_run.default_workers()
     overlap = Overlap(grade.grade_one, parties=min(workers, len(written)))
     lines: list[str] = []
     capture = request.config.pluginmanager.getplugin("capturemanager")
@@ -99,10 +99,10 @@ def grading(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
     start = time.monotonic()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(grade, "grade_one", overlap)
-        results = grade.grade_class(submissions, out, workers=workers, timeout=GRADING_TIMEOUT,
+        patch.setattr(class_run, "grade_one", overlap)
+        results = class_run.grade_class(submissions, out, workers=workers, timeout=GRADING_TIMEOUT,
                                     cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"}, progress=progress)
-    progress(f"{grade.summary(results)} in {time.monotonic() - start:.0f} s\n")
+    progress(f"{reports.summary(results)} in {time.monotonic() - start:.0f} s\n")
     return GradingRun(out, {(r.assignment, r.student): r for r in results},
                       written, lines, workers, overlap.peak,
                       time.monotonic() - start)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import SAWarning
 
-from autograder import grade, gradebook, pipeline
+from autograder import class_run, grade, gradebook, pipeline
 from autograder.__main__ import main
 from autograder.pipeline import PipelineError
 from autograder.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
@@ -53,7 +53,7 @@ def test_submission_limit_kills_the_whole_tree(tmp_path: Path) -> None:
     """Past its wall-clock limit a submission is stopped: nbgrader, its kernel and the ranks the kernel forked."""
     [hang] = [c for c in corpus.cases("00_ranks_and_alpha_beta") if c.name == "hang_no_interrupt"]
     write_case(tmp_path / "submissions", "00_ranks_and_alpha_beta", hang)
-    [entry] = grade.collect(tmp_path / "submissions", tmp_path)
+    [entry] = class_run.collect(tmp_path / "submissions", tmp_path)
     template = grade.prepare_template([entry.assignment], tmp_path)
     limit = 30.0  # the course's cell limit (120 s) is longer: only the submission limit can stop it
     r = grade.grade_one(entry, template, tmp_path, timeout=limit, env={"COURSE_FAST": "1"})
@@ -92,7 +92,7 @@ def test_a_notebook_outside_an_assignment_folder_is_refused(tmp_path: Path) -> N
     (tmp_path / "ben").mkdir()
     (tmp_path / "ben" / "ranks_and_alpha_beta.ipynb").write_text("{}")
     with pytest.raises(PipelineError, match=r"ben/<assignment>/<notebook>.ipynb"):
-        grade.collect(tmp_path, tmp_path)
+        class_run.collect(tmp_path, tmp_path)
 
 
 def test_a_tagged_process_and_its_children_are_found_and_stopped() -> None:
@@ -211,7 +211,7 @@ def tiny_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
         (subs / student / TINY).mkdir(parents=True)
         (subs / student / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
     monkeypatch.setattr(grade, "run_nbgrader", fake_nbgrader)
-    monkeypatch.setattr(grade, "write_feedback", lambda results, out: None)  # nbgrader's HTML: not the point here
+    monkeypatch.setattr(class_run, "write_feedback", lambda results, out: None)  # nbgrader's HTML: not the point here
     monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: (
         {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}))
     monkeypatch.setattr(grade, "_max_score", lambda template, assignment: sum(CELLS.values()))
@@ -236,10 +236,10 @@ def test_three_shards_merged_equal_one_run(tiny_class: tuple[Path, Path, list[st
     """Each student lands in exactly one shard; the merged gradebook and CSVs equal those of one unsharded run,
     although every run registered the assignment with its own random ids."""
     root, subs, students = tiny_class
-    whole = grade.grade_class(subs, tmp_path / "whole", root=root, workers=2, progress=lambda line: None)
+    whole = class_run.grade_class(subs, tmp_path / "whole", root=root, workers=2, progress=lambda line: None)
     shards = [tmp_path / f"shard{i}" for i in (1, 2, 3)]
     for i, out in enumerate(shards, 1):
-        grade.grade_class(subs, out, root=root, workers=2, shard=(i, 3), progress=lambda line: None)
+        class_run.grade_class(subs, out, root=root, workers=2, shard=(i, 3), progress=lambda line: None)
     graded = [sorted(r["student"] for r in gradebook.read_rows(out / gradebook.CSV_NAME)) for out in shards]
     assert sorted(sum(graded, [])) == students and all(graded), f"students per shard: {graded}"
     assert main(["merge", str(tmp_path / "merged"), *map(str, shards)]) == 0
@@ -256,7 +256,7 @@ def test_three_shards_merged_equal_one_run(tiny_class: tuple[Path, Path, list[st
 
 def test_merge_refuses_a_student_graded_twice(tiny_class: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
     root, subs, _ = tiny_class
-    grade.grade_class(subs, tmp_path / "a", root=root, workers=1, shard=(1, 2), progress=lambda line: None)
+    class_run.grade_class(subs, tmp_path / "a", root=root, workers=1, shard=(1, 2), progress=lambda line: None)
     with pytest.raises(PipelineError, match="graded in two shards"):
         gradebook.merge_shards(tmp_path / "merged", [tmp_path / "a", tmp_path / "a"])
 
@@ -267,15 +267,16 @@ def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, 
     --fresh regrades everything."""
     root, subs, students = tiny_class
     out = tmp_path / "out"
-    first = grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
+    first = class_run.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
     rows = gradebook.read_rows(out / gradebook.CSV_NAME)
     gradebook.write_rows([r for r in rows if r["student"] != students[0]], out)  # as if stopped before the first
     changed = subs / students[1] / TINY / f"{TINY}.ipynb"
     changed.write_text(json.dumps({**json.loads(changed.read_text()), "metadata": {"x": 11}}))  # 7 bytes more
     graded: list[str] = []
     real = grade.grade_one
-    monkeypatch.setattr(grade, "grade_one", lambda entry, *a, **k: graded.append(entry.student) or real(entry, *a, **k))
-    again = grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
+    monkeypatch.setattr(class_run, "grade_one",
+                        lambda entry, *a, **k: graded.append(entry.student) or real(entry, *a, **k))
+    again = class_run.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
     assert sorted(graded) == students[:2], graded
     assert [(r.student, r.score) for r in again if r.student != students[1]] == \
         [(r.student, r.score) for r in first if r.student != students[1]]
@@ -285,7 +286,7 @@ def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, 
     with sqlite3.connect(out / "gradebook.db") as con:  # no row left over from the earlier grading of students[1]
         assert con.execute("SELECT COUNT(*) FROM grade").fetchone()[0] == len(students) * len(CELLS)
     graded.clear()
-    grade.grade_class(subs, out, root=root, workers=2, progress=lambda line: None, fresh=True)
+    class_run.grade_class(subs, out, root=root, workers=2, progress=lambda line: None, fresh=True)
     assert sorted(graded) == students
 
 

@@ -17,7 +17,7 @@ import sqlite3
 
 import pytest
 
-from autograder import grade, pipeline
+from autograder import class_run, grade, pipeline, reports
 from autograder.processes import tagged_processes
 from tests import corpus
 from tests.common import (
@@ -144,7 +144,7 @@ def test_workers_grade_at_once(grading: GradingRun) -> None:
     """The first submissions wait for each other before grading (a barrier, not a clock), so `workers` of them
     ran nbgrader at the same time, each in its own course root; the exact scores above show none disturbed
     another."""
-    assert grading.peak_workers == grading.workers == grade.default_workers()
+    assert grading.peak_workers == grading.workers == class_run.default_workers()
     roots = [r.root for r in grading.results.values()]
     assert len(set(roots)) == len(roots), "two submissions shared a course root"
 
@@ -168,7 +168,7 @@ def test_summary_counts_each_outcome(grading: GradingRun) -> None:
     results = list(grading.results.values())
     want = {s: sum(c.status == s for c in grading.cases.values()) for s in (grade.GRADED, grade.FAILED,
                                                                              grade.TIMED_OUT)}
-    text = grade.summary(results)
+    text = reports.summary(results)
     assert text.startswith(f"{want[grade.GRADED]} graded, {want[grade.FAILED]} failed, "
                            f"{want[grade.TIMED_OUT]} timed out"), text
     for key, case in grading.cases.items():

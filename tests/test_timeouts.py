@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade, pipeline, processes
+from autograder import class_run, pipeline, processes
 from autograder.__main__ import main
 from tests.common import CELL_TIMEOUT, KILL_SLACK, ROOT
 from tests.conftest import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
@@ -47,7 +47,7 @@ def test_every_default_is_the_ladders() -> None:
     assert _default(launch.launch, "timeout") == LAUNCH_S
     assert launch._pg_timeout(LAUNCH_S).total_seconds() == process_group_s(LAUNCH_S)
     assert pipeline.nbgrader_config().Execute.timeout == CELL_TIMEOUT == CELL_S
-    assert _default(grade.grade_class, "timeout") == SUBMISSION_S
+    assert _default(class_run.grade_class, "timeout") == SUBMISSION_S
     assert _default(processes.kill_tagged, "wait") == KILL_WAIT_S
     assert KILL_SLACK == KILL_SLACK_S
     readme = (ROOT / "README.md").read_text()
@@ -68,7 +68,7 @@ def test_a_cell_limit_not_below_the_submissions_is_refused(cell: float, submissi
 
 def test_grade_class_refuses_before_grading(tmp_path: Path) -> None:
     with pytest.raises(pipeline.PipelineError, match=r"cell limit \(120 s\) must be below the submission's \(60 s\)"):
-        grade.grade_class(tmp_path / "nothing here", tmp_path / "out", timeout=60)
+        class_run.grade_class(tmp_path / "nothing here", tmp_path / "out", timeout=60)
     assert not (tmp_path / "out").exists()
 
 

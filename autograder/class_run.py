@@ -1,0 +1,293 @@
+"""Batch grading of a whole class: a folder of submissions in, a gradebook, a CSV and HTML feedback out.
+
+    python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
+
+SUBMISSIONS is nbgrader's submitted layout (<student>/<assignment>/<notebook>.ipynb) or a flat folder of
+.ipynb / .zip files downloaded from a learning management system, named the way nbgrader's zip_collect
+documents it (FileNameCollectorPlugin.named_regexp has no default; its documented example is ours):
+
+    <anything>_<student>_attempt_<timestamp>_<notebook>.ipynb     (or .zip holding the notebook)
+
+Each submission is graded by its own `nbgrader autograde` in its own temporary course root (its own copy
+of the registered gradebook), so K workers never share an sqlite file; the parent merges every worker's
+gradebook into DIR/gradebook.db as results arrive, one at a time. A submission that runs past its wall-clock
+limit is stopped with its whole process tree: nbgrader, its kernel and every rank the kernel forked
+(autograder/processes.py). One submission is graded by autograder/grade.py, and the reports are written by
+autograder/reports.py.
+
+Out (DIR, default ./graded): gradebook.db, grades.csv, lms-grades.csv, autograded/,
+feedback/<student>/<assignment>/*.html and grading-logs/ (nbgrader's log of every submission). `make autograde`
+is this same grading, of the course root's submitted/ folder, into the course root itself.
+
+A run resumes where an interrupted one stopped (Ctrl-C stops every running submission and keeps the graded
+ones); `--fresh` grades everything again. `--shard i/n` grades one shard of the students, for a batch system
+to spread a class over machines; `python -m autograder merge OUT SHARD...` joins the shards (gradebook.py).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from autograder import gradebook
+from autograder.grade import EXCHANGE_FILES, GRADED, Entry, Result, check_limits, grade_one, prepare_template
+from autograder.gradebook import LOGS
+from autograder.pipeline import (
+    REPO_ROOT,
+    PipelineError,
+    assignment_names,
+    course_dir,
+    gradebook_url,
+    nbgrader_config,
+    notebook_names,
+)
+from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
+from autograder.reports import result_of, row_of, write_feedback
+from utils.timeouts import SUBMISSION_S
+
+# nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
+# against the file name; a .zip's name gives the student and the notebooks inside it are taken as they are.
+LMS_PATTERN = r".*_(?P<student_id>\w+)_attempt_(?P<timestamp>[0-9\-]+)_(?P<file_id>\w+)"
+
+# ---- finding the submissions ---------------------------------------------------------------------------------
+
+
+def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry]:
+    """Every submission in `submissions` (nbgrader layout or a flat LMS folder); zips are extracted into work."""
+    submissions = Path(submissions)
+    known = assignment_names(root)
+    if not submissions.is_dir():
+        raise PipelineError(f"{submissions} is not a folder of submissions")
+    entries: dict[tuple[str, str], Entry] = {}
+    stamps: dict[tuple[str, str], str] = {}
+    for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if strays := sorted(p.name for p in student_dir.glob("*.ipynb")):
+            raise PipelineError(f"{student_dir}: {', '.join(strays)} not in an assignment folder: expected "
+                                f"{student_dir.name}/<assignment>/<notebook>.ipynb")
+        for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if folder.name not in known:
+                raise PipelineError(f"{folder}: no assignment '{folder.name}' (assignments: {', '.join(known)})")
+            nbs = {p.name: p for p in sorted(folder.glob("*.ipynb"))}
+            extras = {name: folder / name for name in EXCHANGE_FILES if (folder / name).is_file()}
+            entries[(student_dir.name, folder.name)] = Entry(student_dir.name, folder.name, nbs, extras=extras)
+    for path in sorted(p for p in submissions.iterdir() if p.is_file() and p.suffix in (".ipynb", ".zip")):
+        match = re.match(LMS_PATTERN, path.stem)
+        if not match:
+            raise PipelineError(f"{path.name}: not named like <anything>_<student>_attempt_<timestamp>_<notebook>"
+                                f"{path.suffix} (nbgrader zip_collect's documented pattern)")
+        student, stamp = match["student_id"], match["timestamp"]
+        if path.suffix == ".zip":
+            dest = work / "extracted" / path.stem
+            with zipfile.ZipFile(path) as zf:
+                zf.extractall(dest)
+            files = sorted(p for p in dest.rglob("*.ipynb") if "__MACOSX" not in p.parts)
+        else:
+            files = [path]
+        names = [Path(match["file_id"]).stem] if path.suffix == ".ipynb" else [f.stem for f in files]
+        assignment = _assignment_of(names, known, root) or (known[0] if len(known) == 1 else None)
+        if assignment is None:
+            raise PipelineError(f"{path.name}: no assignment has a notebook named {', '.join(names)}")
+        key = (student, assignment)
+        if key in stamps and stamps[key] > stamp:
+            continue  # an older attempt: the newest one counts (zip_collect keeps the newest too)
+        stamps[key] = stamp
+        entry = entries.setdefault(key, Entry(student, assignment, {}))
+        if path.suffix == ".ipynb":
+            entry.notebooks[f"{names[0]}.ipynb"] = path
+        else:
+            entry.notebooks.update({f.name: f for f in files})
+    if not entries:
+        raise PipelineError(f"no submissions in {submissions}: expected <student>/<assignment>/<notebook>.ipynb "
+                            "or <anything>_<student>_attempt_<timestamp>_<notebook>.ipynb|.zip")
+    return sorted(entries.values(), key=lambda e: (e.assignment, e.student))
+
+
+def _assignment_of(names: list[str], known: list[str], root: Path) -> str | None:
+    for assignment in known:
+        if set(names) & set(notebook_names(root, assignment)):
+            return assignment
+    return None
+
+
+# ---- the whole class ------------------------------------------------------------------------------------------
+
+
+def default_workers() -> int:
+    """One worker per core: the labs measure time, and an oversubscribed machine slows every measurement."""
+    return os.cpu_count() or 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """"2/3" -> (2, 3): the second of three shards (1 <= i <= n, as Slurm's --array=1-n numbers its tasks)."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise PipelineError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 2/3")
+    return int(match[1]), int(match[2])
+
+
+def shard_of(student: str, count: int) -> int:
+    """The shard (1..count) of a student: from a hash of the id, so every machine splits a class the same way."""
+    return int(hashlib.sha256(student.encode()).hexdigest(), 16) % count + 1
+
+
+def fingerprint(entry: Entry) -> str:
+    """A hash of a submission's files: a resumed run keeps a result only if the submission is unchanged."""
+    digest = hashlib.sha256()
+    for name, path in sorted({**entry.notebooks, **entry.extras}.items()):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = SUBMISSION_S,
+                cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
+                root: Path = REPO_ROOT, progress: Callable[[str], None] = print,
+                shard: tuple[int, int] | None = None, fresh: bool = False) -> list[Result]:
+    """Grade every submission; write out/gradebook.db, grades.csv, lms-grades.csv, autograded/ and feedback/.
+
+    `workers` submissions are graded at once (default: one per core), each within `timeout` seconds;
+    `cell_timeout` overrides nbgrader's per-cell limit; `env` reaches the grading kernels (e.g.
+    {"COURSE_FAST": "1"}); `progress` gets one line per finished submission. `shard` (i, n) grades only the
+    students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders.
+
+    A run resumes: what `out` holds from an earlier run of the same submissions is kept, and only the rest is
+    graded (a submission whose files changed is graded again); `fresh` grades everything anew. The CSVs are
+    rewritten after every submission, so Ctrl-C (KeyboardInterrupt) keeps everything graded so far: every running
+    submission is stopped with all its processes, and the KeyboardInterrupt goes on to the caller.
+
+    Raises PipelineError, before anything is graded, when the cell limit (`cell_timeout`, or the config's) is not
+    below `timeout` (utils.timeouts.check_grading_limits).
+    """
+    check_limits(cell_timeout, timeout)
+    workers = workers or default_workers()
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="grade-class-"))
+    try:
+        entries = collect(Path(submissions), work, root)
+        if shard is not None:
+            entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
+        fingerprints = {(e.assignment, e.student): fingerprint(e) for e in entries}
+        results = {} if fresh else _kept_results(out, fingerprints)
+        _forget_all_but(out, set(results))
+        todo = [e for e in entries if (e.assignment, e.student) not in results]
+        where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
+        progress(f"{where}grading {len(todo)} submissions ({len(results)} kept from an earlier run) with "
+                 f"{workers} workers, at most {timeout:g} s each")
+        if todo:
+            template = prepare_template(sorted({e.assignment for e in todo}), work, root)
+            # The class gradebook starts from the template, or gains the template's new assignments.
+            gradebook.add_gradebook(out / "gradebook.db", template / "gradebook.db", "this run")
+            _grade_all(todo, fingerprints, template, work, out, results, workers=workers, timeout=timeout,
+                       cell_timeout=cell_timeout, env=env, progress=progress)
+        ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
+        write_feedback(ordered, out)
+        _copy_exchange_files(entries, out)
+        gradebook.write_rows(map(row_of, ordered), out)
+        return ordered
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], template: Path, work: Path, out: Path,
+               results: dict[tuple[str, str], Result], *, workers: int, timeout: float, cell_timeout: float | None,
+               env: Mapping[str, str] | None, progress: Callable[[str], None]) -> None:
+    """Grade `todo` on `workers` threads into out, adding to `results`; on Ctrl-C stop everything, then re-raise.
+
+    Every process of the run carries the run's tag (autograder.processes), so that an interrupt finds and stops
+    the nbgrader, the kernel and the ranks of every submission being graded, wherever they are.
+    """
+    tag_env = new_tag(RUN_VARIABLE)  # {RUN_VARIABLE: this run's tag}: every process of every submission inherits it
+    stop = threading.Event()
+    start = time.monotonic()
+
+    def one(entry: Entry) -> Result | None:
+        if stop.is_set():  # interrupted before this one started
+            return None
+        return grade_one(entry, template, work, timeout=timeout, cell_timeout=cell_timeout,
+                         env={**(env or {}), **tag_env})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one, e) for e in todo]
+        try:
+            for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                r = future.result()
+                r.fingerprint = fingerprints[(r.assignment, r.student)]
+                _absorb(r, out)
+                results[(r.assignment, r.student)] = r
+                gradebook.write_rows(map(row_of, results.values()), out)
+                flag = "  TAMPERED" if r.tampered else ""
+                progress(f"[{done}/{len(todo)}] {r.student}/{r.assignment}: {r.status}, {r.score:g}/{r.max_score:g} "
+                         f"in {r.seconds:.0f} s{flag}  ({time.monotonic() - start:.0f} s)")
+        except KeyboardInterrupt:
+            stop.set()
+            for future in futures:
+                future.cancel()
+            while not all(f.done() for f in futures):  # a worker may start nbgrader just after a kill: again
+                kill_tagged(tag_env[RUN_VARIABLE], variable=RUN_VARIABLE, wait=1.0)
+                time.sleep(0.1)
+            raise
+
+
+def _kept_results(out: Path, fingerprints: dict[tuple[str, str], str]) -> dict[tuple[str, str], Result]:
+    """The results of an earlier run in `out` whose submission is still there, unchanged."""
+    if not (out / "gradebook.db").is_file():
+        return {}
+    kept = {}
+    for row in gradebook.read_rows(out / gradebook.CSV_NAME):
+        key = (row["assignment"], row["student"])
+        if fingerprints.get(key) and fingerprints[key] == row.get("fingerprint"):
+            kept[key] = result_of(row)
+    return kept
+
+
+def _forget_all_but(out: Path, keep: set[tuple[str, str]]) -> None:
+    """Remove from `out` every submission's gradebook rows, autograded and feedback folders, except `keep`'s."""
+    if not keep:  # nothing to keep: start from an empty folder
+        for stale in ("gradebook.db", gradebook.CSV_NAME, gradebook.LMS_NAME, "autograded", "feedback", LOGS):
+            path = out / stale
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    else:
+        from nbgrader.api import Gradebook  # slow to import: only when needed
+
+        with Gradebook(gradebook_url(out), nbgrader_config().CourseDirectory.course_id) as gb:
+            for sub in [s for a in gb.assignments for s in a.submissions]:
+                if (sub.assignment.name, sub.student.id) not in keep:
+                    gb.remove_submission(sub.assignment.name, sub.student.id)
+        for step in ("autograded", "feedback"):
+            for folder in course_dir(out, step).glob("*/*"):
+                if folder.is_dir() and (folder.name, folder.parent.name) not in keep:
+                    shutil.rmtree(folder)
+    (out / LOGS).mkdir(exist_ok=True)
+
+
+def _absorb(r: Result, out: Path) -> None:
+    """Move one worker's results into the class folder (called by the parent only, one at a time)."""
+    if r.root is None:
+        return
+    log = r.root / "nbgrader.log"
+    if log.is_file():
+        shutil.copy(log, out / LOGS / f"{r.student}-{r.assignment}.log")
+    if r.status == GRADED:
+        gradebook.merge_gradebook(out / "gradebook.db", r.root / "gradebook.db")
+        shutil.copytree(course_dir(r.root, "autograded") / r.student / r.assignment,
+                        course_dir(out, "autograded") / r.student / r.assignment)
+    shutil.rmtree(r.root, ignore_errors=True)
+
+
+def _copy_exchange_files(entries: list[Entry], out: Path) -> None:
+    """Put EXCHANGE_FILES beside every submission's feedback: nbgrader's release_feedback needs them for every page,
+    also the report of a submission that nbgrader never graded (its autograded/ folder would have brought them)."""
+    for entry in entries:
+        folder = course_dir(out, "feedback") / entry.student / entry.assignment
+        for name, path in entry.extras.items():
+            if folder.is_dir() and not (folder / name).exists():
+                shutil.copy(path, folder / name)
