@@ -339,7 +339,8 @@ def test_the_same_code_runs_under_torchrun(tmp_path: Path) -> None:
 
 
 def test_a_rank_stuck_before_the_function_starts_is_reported_as_such() -> None:
-    from utils.launch import _rank_main, _where_blocked
+    from utils.launch import _rank_main
+    from utils.launch_report import where_blocked
 
     torch_dir = os.path.dirname(torch.__file__)
     # A faulthandler dump of a rank stuck while joining the group: the frames below _rank_main are the
@@ -353,7 +354,7 @@ def test_a_rank_stuck_before_the_function_starts_is_reported_as_such() -> None:
         f'  File "{torch_dir}/multiprocessing/spawn.py", line 87 in _wrap',
         '  File "/home/student/notebook_cell.py", line 3 in <module>',
     ])
-    assert _where_blocked(dump) == (
+    assert where_blocked(dump, _rank_main.__name__) == (
         "blocked in torch.distributed.init_process_group, before the launched function started"
     )
 
