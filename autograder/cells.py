@@ -1,4 +1,4 @@
-"""Reading a notebook's cells: nbgrader's metadata, the source, and the syntax tree of a code cell.
+r"""Reading a notebook's cells: nbgrader's metadata, the source, and the syntax tree of a code cell.
 
 Grading (autograder/tamper.py, autograder/grade.py) and the benchmark's reference implementations
 (benchmark/reference.py, which runs solution cells) read cells the same way, through this module.

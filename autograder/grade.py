@@ -40,7 +40,6 @@ EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
 
 
-
 @dataclass
 class Entry:
     """One submission to grade: a student's notebooks for one assignment (name -> file)."""

@@ -44,7 +44,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-
 def test_reference_ring_across_two_torchrun_agents(tmp_path: Path) -> None:
     script = tmp_path / "ring.py"
     script.write_text(SCRIPT)

@@ -37,7 +37,6 @@ INSTRUCTOR_PLUGINS = [
 ]
 
 
-
 class Lab:
     def __init__(self, url: str, token: str):
         self.url, self.token = url, token

@@ -124,6 +124,8 @@ class _Calls(threading.local):
 
 
 _calls = _Calls()
+
+
 class Swaps:
     """Attributes replaced for a while (functions of a module, methods of a class), put back by `restore`.
 
