@@ -57,6 +57,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
+from utils.nccl_rules import emulating
+
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
 
 _HOST = "127.0.0.1"
@@ -107,6 +109,7 @@ def launch(
     timeout: float = 60.0,
     backend: str = "auto",
     threads: int = 1,
+    emulate: str | None = None,
     **kwargs: Any,
 ) -> list[Any]:
     """Run `fn(*args, **kwargs)` on `world_size` ranks and return the ranks' return values in rank order.
@@ -122,6 +125,8 @@ def launch(
         backend: "gloo", "nccl" (one GPU per rank: NCCL for CUDA tensors, Gloo for CPU tensors), or "auto"
             ("nccl" when there are enough GPUs and torch has NCCL, else "gloo").
         threads: intra-op threads per rank; 1 lets a 2-core laptop run 4 ranks without thrashing.
+        emulate: "nccl": point-to-point calls follow NCCL's ordering rules on Gloo too (utils.nccl_rules; what
+            would hang on GPUs raises NcclOrderError or hangs); None: as $COURSE_EMULATE says (unset: no emulation).
 
     Raises:
         TypeError / ValueError: bad arguments, before any process starts.
@@ -129,6 +134,7 @@ def launch(
         RankHangError: not every rank finished within `timeout`; the message says where each was blocked.
     """
     _check_arguments(fn, world_size, timeout, threads)
+    fn = emulating(fn, emulate)
     if "TORCHELASTIC_RUN_ID" in os.environ:
         torch.set_num_threads(threads)
         return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)
