@@ -15,7 +15,8 @@ the real one. A group of point-to-point operations (`dist.batch_isend_irecv`) is
 irecv calls, one Call each (utils.recording). It counts calls, not packets: `ring_bytes` turns the calls into the
 bytes a rank sends with the ring algorithms (what Gloo's and NCCL's rings move), and a ring reduce-scatter plus a
 ring all-gather is a ring all-reduce, byte for byte. Code must call the functions through the module
-(`dist.all_reduce(...)`): a name imported with `from torch.distributed import all_reduce` keeps pointing at the original, unrecorded.
+(`dist.all_reduce(...)`): a name imported with `from torch.distributed import all_reduce` keeps pointing at the
+original, unrecorded.
 """
 
 from __future__ import annotations
