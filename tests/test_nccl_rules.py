@@ -22,7 +22,7 @@ from tests.common import source
 from tests.corpus.common import solution_notebook
 from utils.collective_calls import Call, CallRecorder
 from utils.halving_doubling import halving_doubling_all_reduce
-from utils.launch import RankFailedError, RankHangError, launch
+from utils.launch import RankFailedError, RankHangError, launch, rank_device
 from utils.nccl_rules import ENVIRONMENT, FIX, NcclRules
 from utils.p2p_ledger import ForbiddenCollectiveError, Ledger, Message
 from utils.timing import shift_time
@@ -48,43 +48,45 @@ def _summed(fn: Callable[[torch.Tensor], None]) -> Callable[[], bool]:
     """Run an in-place all-reduce on rank r's [0, 1, ..., n-1] * (r + 1); whether every element is the sum."""
 
     def run() -> bool:
-        rank, world = dist.get_rank(), dist.get_world_size()
-        tensor = torch.arange(NUMEL) * (rank + 1)
+        rank, world, device = dist.get_rank(), dist.get_world_size(), rank_device()
+        tensor = torch.arange(NUMEL, device=device) * (rank + 1)
         fn(tensor)
-        return torch.equal(tensor, torch.arange(NUMEL) * (world * (world + 1) // 2))
+        return torch.equal(tensor, torch.arange(NUMEL, device=device) * (world * (world + 1) // 2))
 
     return run
 
 
 def _rooted() -> dict[str, Callable[[], bool]]:
     """Lab 01's broadcast, scatter and gather, and its all_gather and reduce_scatter, each with its check."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world, device = dist.get_rank(), dist.get_world_size(), rank_device()
+
+    def full(n: int, value: int) -> torch.Tensor:
+        return torch.full((n,), value, device=device)  # int64
 
     def broadcast() -> bool:
-        tensor = torch.full((3,), rank)
+        tensor = full(3, rank)
         LAB01["broadcast"](tensor, src=world - 1)
-        return torch.equal(tensor, torch.full((3,), world - 1))
+        return torch.equal(tensor, full(3, world - 1))
 
     def scatter() -> bool:
-        tensor = torch.empty(3, dtype=torch.int64)
-        pieces = [torch.full((3,), 10 * j) for j in range(world)] if rank == 0 else None
-        LAB01["scatter"](tensor, pieces, src=0)
-        return torch.equal(tensor, torch.full((3,), 10 * rank))
+        tensor = full(3, -1)
+        LAB01["scatter"](tensor, [full(3, 10 * j) for j in range(world)] if rank == 0 else None, src=0)
+        return torch.equal(tensor, full(3, 10 * rank))
 
     def gather() -> bool:
-        pieces = [torch.empty(3, dtype=torch.int64) for _ in range(world)] if rank == world - 1 else None
-        LAB01["gather"](torch.full((3,), rank), pieces, dst=world - 1)
-        return pieces is None or all(torch.equal(p, torch.full((3,), j)) for j, p in enumerate(pieces))
+        pieces = [full(3, -1) for _ in range(world)] if rank == world - 1 else None
+        LAB01["gather"](full(3, rank), pieces, dst=world - 1)
+        return pieces is None or all(torch.equal(p, full(3, j)) for j, p in enumerate(pieces))
 
     def all_gather() -> bool:
-        pieces = [torch.empty(j + 1, dtype=torch.int64) for j in range(world)]  # unequal pieces
-        LAB01["all_gather"](pieces, torch.full((rank + 1,), rank))
-        return all(torch.equal(p, torch.full((j + 1,), j)) for j, p in enumerate(pieces))
+        pieces = [full(j + 1, -1) for j in range(world)]  # unequal pieces
+        LAB01["all_gather"](pieces, full(rank + 1, rank))
+        return all(torch.equal(p, full(j + 1, j)) for j, p in enumerate(pieces))
 
     def reduce_scatter() -> bool:
-        output = torch.empty(2, dtype=torch.int64)
-        LAB01["reduce_scatter"](output, [torch.full((2,), 10 * j + rank) for j in range(world)])
-        return torch.equal(output, torch.full((2,), 10 * rank * world + world * (world - 1) // 2))
+        output = full(2, -1)
+        LAB01["reduce_scatter"](output, [full(2, 10 * j + rank) for j in range(world)])
+        return torch.equal(output, full(2, 10 * rank * world + world * (world - 1) // 2))
 
     return {"lab01 broadcast": broadcast, "lab01 scatter": scatter, "lab01 gather": gather,
             "lab01 all_gather": all_gather, "lab01 reduce_scatter": reduce_scatter}
@@ -92,10 +94,11 @@ def _rooted() -> dict[str, Callable[[], bool]]:
 
 def _every_exchange() -> dict[str, tuple[bool, list[tuple[str, int, int]]]]:
     """Each point-to-point implementation of the course, once: whether its result is right, and its messages."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world, device = dist.get_rank(), dist.get_world_size(), rank_device()
 
     def ring_shift() -> bool:
-        return torch.equal(LAB00["ring_shift"](torch.full((2, 3), rank)), torch.full((2, 3), (rank - 1) % world))
+        shifted = LAB00["ring_shift"](torch.full((2, 3), rank, device=device))
+        return torch.equal(shifted, torch.full((2, 3), (rank - 1) % world, device=device))
 
     def ping_pong() -> bool:
         t = LAB00["ping_pong"](64, 2)
@@ -131,10 +134,10 @@ def test_every_exchange_runs_under_nccl_rules_with_the_traffic_it_has_on_gloo(wo
         assert not differ, f"N={world} rank {rank}: other messages under NCCL's rules than on Gloo: {differ}"
 
 
-def _classic(pattern: str) -> bool:
+def _classic(pattern: str, numel: int = 3) -> bool:
     """One of the two exchanges that hang on NCCL, between ranks 0 and 1; True if it completed."""
     peer = 1 - dist.get_rank()
-    outgoing, incoming = torch.ones(3), torch.empty(3)
+    outgoing, incoming = torch.ones(numel, device=rank_device()), torch.empty(numel, device=rank_device())
     if pattern == "irecv then isend":
         for request in [dist.irecv(incoming, src=peer), dist.isend(outgoing, dst=peer)]:
             request.wait()
@@ -233,3 +236,83 @@ def test_the_emulation_is_chosen_by_argument_or_environment(monkeypatch: pytest.
         launch(active, 1, emulate="mpi")
     monkeypatch.setenv(ENVIRONMENT, "nccl")
     assert launch(active, 1) == [True]
+
+
+# ----------------------------------------------------------------------- on GPUs (make test-gpu): NCCL itself
+
+GPUS = torch.cuda.device_count()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPUS < 2, reason="needs at least two CUDA GPUs")
+@pytest.mark.parametrize("world", [2, 3, 4, 5])
+def test_every_exchange_runs_on_nccl_with_the_messages_of_the_emulation(world: int) -> None:
+    """What the emulation stands for: on the GPUs, over NCCL, every exchange completes with the same messages."""
+    if world > GPUS:
+        pytest.skip(f"{world} ranks need {world} GPUs, this machine has {GPUS}")
+    on_nccl = launch(_every_exchange, world, timeout=120, backend="nccl")
+    emulated = launch(_every_exchange, world, timeout=120, backend="gloo", emulate="nccl")
+    for rank, (nccl, gloo) in enumerate(zip(on_nccl, emulated, strict=True)):
+        assert not [name for name, (right, _) in nccl.items() if not right], f"N={world} rank {rank}: {nccl}"
+        assert {name: m for name, (_, m) in nccl.items()} == {name: m for name, (_, m) in gloo.items()}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPUS < 2, reason="needs at least two CUDA GPUs")
+def test_the_ungrouped_exchange_hangs_on_nccl_as_the_emulation_says() -> None:
+    """The premise: on 2 GPUs, an ungrouped irecv then isend of 64 MiB never completes (NVIDIA/nccl#479)."""
+    with pytest.raises(RankHangError):
+        launch(_classic, 2, "irecv then isend", 16 << 20, timeout=30, backend="nccl")
+
+
+# ------------------------------------------------- lab 04 on CUDA: a result is only there once wait() returned
+
+
+class _LateAllReduce:
+    """dist.all_reduce whose result, with async_op=True, lands only when wait() is called, as a CUDA stream sees it.
+
+    On Gloo an asynchronous all-reduce may well be done before wait(); on GPUs the host (and any other stream) can
+    read the tensor before NCCL has written it. Here the tensor keeps its old values until wait(), which reduces
+    what the tensor held when the call was made (NCCL's stream waits for the launching stream, not for later work).
+    """
+
+    def __init__(self) -> None:
+        self.original = dist.all_reduce
+
+    def __call__(self, tensor: torch.Tensor, *args: Any, async_op: bool = False, **kwargs: Any) -> Any:
+        if not async_op:
+            return self.original(tensor, *args, **kwargs)
+        launched = tensor.clone()
+        late = self
+
+        class Work:
+            def wait(self, *_: Any, **__: Any) -> bool:
+                late.original(launched, *args, **kwargs)
+                tensor.copy_(launched)
+                return True
+
+        return Work()
+
+
+def _bucketed_ddp_steps(late: bool) -> list[torch.Tensor]:
+    torch.manual_seed(0)  # the same model on every rank
+    device = rank_device()
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(device)
+    ddp = reference.bucketed_ddp()(model, bucket_cap_mb=1e-4)  # a bucket per parameter or so: several in flight
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(dist.get_rank())  # each rank its own samples
+    if late:
+        dist.all_reduce = _LateAllReduce()
+    for _ in range(3):
+        x, y = torch.randn(4, 6, generator=generator).to(device), torch.randn(4, 3, generator=generator).to(device)
+        model.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        ddp.finish_gradient_synchronization()
+        optimizer.step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def test_lab04_reads_every_bucket_only_after_its_wait_as_cuda_streams_require() -> None:
+    on_time, late = launch(_bucketed_ddp_steps, 2, False, timeout=60), launch(_bucketed_ddp_steps, 2, True, timeout=60)
+    for rank in range(2):
+        assert all(torch.equal(a, b) for a, b in zip(on_time[rank], late[rank], strict=True)), rank
