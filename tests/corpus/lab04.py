@@ -15,6 +15,20 @@ REVERSE = "for name, p in reversed(trainable):"
 AVERAGE_NEW = "p.grad = grad / self.world"
 AVERAGE_COPY = "torch.div(grad, self.world, out=p.grad)"
 LAUNCH = "self._works.append(dist.all_reduce(flat, async_op=True))"
+# The hook's count of the gradients still to come (after its no_sync return), each bucket's flat buffer, and the
+# dtype in the parameters' signature that construction compares across ranks.
+COUNTED = """        if not self._syncing:
+            return  # inside no_sync: the gradient just accumulates in p.grad
+        self._any_gradient = True
+        self._missing[self._bucket_of[p]] -= 1
+"""
+FLAT = "torch.empty(sum(p.numel() for p in params) + len(params)"
+DTYPE = "int(p.requires_grad), dtype_code(p.dtype))"
+COUNTED_ALWAYS = """        self._missing[self._bucket_of[p]] -= 1  # MUTANT: counted inside no_sync too
+        if not self._syncing:
+            return
+        self._any_gradient = True
+"""
 
 # Two faults per submission, each in its own part of BucketedDDP and losing cells the other does not touch: the
 # submission loses exactly the union (two gradings instead of four; each fault's own cells are in its comment).
@@ -36,4 +50,16 @@ CASES = [
                replace("BucketedDDP", AVERAGE_COPY, "p.grad.copy_(grad)"),
                replace("BucketedDDP", LAUNCH, LAUNCH + "\n        self._works[-1].wait()")),
          loses={"test_ddp_equivalence", "test_ddp_no_sync", "test_ddp_torch", "test_ddp_overlap"}),
+    # Three faults with right gradients. The hook counts gradients inside no_sync too, suppressing only the launch
+    # (loses test_ddp_overlap): after accumulation no bucket ever looks complete, and finish launches them all at
+    # the end of backward. Every bucket's flat tensor is the whole model's size, zeros outside its own parameters
+    # (loses test_ddp_buckets): K times the bytes. And the dtypes are not compared across ranks (loses
+    # test_ddp_errors): a bfloat16 and a float16 replica of the same shapes are wrapped without a ValueError.
+    Case("counts_inside_no_sync_whole_model_buckets_and_no_dtype_check",
+         chain(replace("BucketedDDP", COUNTED, COUNTED_ALWAYS),
+               replace("BucketedDDP", FLAT, "torch.empty(sum(p.numel() for p in self._bucket_of) + len(params)"),
+               replace("BucketedDDP", DTYPE, "int(p.requires_grad))")),
+         loses={"test_ddp_overlap", "test_ddp_buckets", "test_ddp_errors"},
+         says=("did the hook count the gradients of no_sync's backward too",
+               "the whole model's gradient in every bucket?", "no ValueError for dtypes")),
 ]
