@@ -47,6 +47,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
+from utils.memory import nbytes
 from utils.p2p_ledger import unrestricted
 from utils.recording import P2P, Recorder, Swaps, p2p_kind, swap_grouped, swap_p2p
 
@@ -101,7 +102,7 @@ class _Op:
 
     def describe(self) -> str:
         way = f"to rank {self.peer}" if self.kind == "send" else f"from rank {self.peer}"
-        return f"dist.{self.call} ({self.kind} {way}, {self.tensor.numel() * self.tensor.element_size()} bytes)"
+        return f"dist.{self.call} ({self.kind} {way}, {nbytes(self.tensor)} bytes)"
 
     def key(self) -> tuple[str, int]:
         return self.kind, self.seq
@@ -114,11 +115,14 @@ class _Item:
     ops: list[_Op]
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    _finishing: threading.Lock = field(default_factory=threading.Lock)
 
     def finish(self, error: BaseException | None = None) -> None:
-        if not self.done.is_set():
-            self.error = error
-            self.done.set()
+        """Mark it done, with `error` if it failed: the first to finish it (its queue, or the watchdog) decides."""
+        with self._finishing:
+            if not self.done.is_set():
+                self.error = error
+                self.done.set()
 
 
 class _Work:
