@@ -27,7 +27,8 @@ CASES = [
                 "        ema_ratio = beta * (b_simple[-1] if b_simple else 0.0)"
                 " + (1 - beta) * trace / g2  # MUTANT\n"
                 "        b_simple.append(ema_ratio)\n")),
-         loses={"test_warmup_lr", "test_noise_scale_estimates", "test_noise_scale_unbiased", "test_noise_tracking"}),
+         loses={"test_warmup_lr", "test_noise_scale_estimates", "test_noise_scale_unbiased", "test_noise_tracking"},
+         says=("(off by one?)", "is |g_big|^2 used as |G|^2?", "an average of ratios?")),
     # 5.4 checks each batch when it comes to it: right results, but a bad batch is refused only after the steps
     # before it have trained the model; 5.1 accepts a batch of 0 (the linear rule then gives 0, the sqrt rule too).
     Case("tracking_refuses_late_and_batch_zero_accepted", chain(
