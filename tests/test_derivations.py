@@ -36,6 +36,10 @@ DERIVATIONS = {
         "fracc-beta'malpha", "(c-beta'm)/alpha", "(c-beta*m)/alpha", "d/alpha", "fracdalpha",
         "sqrtc/alpha", "sqrt(c/alpha)", "(c/alpha)**0.5", "(c/alpha)**(1/2)",
         "sqrtalphac", "sqrt(alpha*c)", "(alpha*c)**0.5", "fracalphacc-beta'm", "alpha*c/d")),
+    # 6.4: the mean staleness of a run, (N - 1)(1 - N / 2T), and the fixed total N (N - 1) / 2 it comes from.
+    "06_async_staleness": Derivation("mean_staleness", (
+        "1-n/2t", "1-n/(2t)", "1-fracn2t", "n/(2*t)", "fracn2t", "1-n/(2*len", "2*len(staleness)-n",
+        "n(n-1)/2", "fracn(n-1)2", "n*(n-1)/2")),
 }
 
 

@@ -1,8 +1,8 @@
 """Lab 06 (async staleness): broken submissions, each losing exactly the points of what it broke.
 
 Points: test_delayed_gd 2, test_spectral_radius 2, test_stability_limit 2, test_parameter_server 4,
-test_parameter_server_straggler 2. The tests of 6.3 use no spectral_radius of the submission's, so a bisection on it
-costs 6.3's points only.
+test_parameter_server_straggler 2, test_mean_staleness 2. The tests of 6.3 use no spectral_radius of the
+submission's, so a bisection on it costs 6.3's points only.
 """
 
 from tests.corpus.common import Case, chain, replace
@@ -17,6 +17,7 @@ BOUNDARY = "math.pi / (2 * (2 * tau + 1))"
 DELAYED = "theta[max(t - tau, 0)]"
 STEP = "theta -= (lr / max(1, tau) if staleness_aware else lr) * message[1:]"
 LIMIT = "return 2.0 * math.sin(math.pi / (2 * (2 * tau + 1)))"
+MEAN = "return (N - 1) * (1 - N / (2 * T))"
 # 6.3 by a bisection on the submission's own spectral_radius: right wherever a companion matrix can be built
 BISECTION = """low, high = 0.0, 2.0
     for _ in range(60):
@@ -42,9 +43,11 @@ CASES = [
                "a search or a matrix cannot reach this tau; the closed form needs neither")),
     # 6.4, the gradient's own update counted in its staleness; 6.3, tau where 2 tau + 1 belongs:
     # 2 sin(pi / (2 tau)), the asymptote's form, infinite at tau = 0.
-    Case("ps_staleness_off_by_one_and_stability_tau_for_2tau_plus_1", chain(
+    # And 6.4's mean staleness, its limit N - 1 for every T: the first round and the shutdown forgotten.
+    Case("ps_staleness_off_by_one_stability_tau_for_2tau_plus_1_and_mean_staleness_its_limit", chain(
         replace("parameter_server", STALENESS, "tau = applied - int(message[0].item()) + 1"),
-        replace("stability_limit", BOUNDARY, "math.pi / (2 * tau)")),
-         loses={"test_parameter_server", "test_stability_limit"},
-         says=("(off by one?)",)),
+        replace("stability_limit", BOUNDARY, "math.pi / (2 * tau)"),
+        replace("mean_staleness", MEAN, "return float(N - 1)  # MUTANT: the limit")),
+         loses={"test_parameter_server", "test_stability_limit", "test_mean_staleness"},
+         says=("(off by one?)", "(the limit N - 1: the first round and the shutdown are not counted)")),
 ]
