@@ -158,8 +158,8 @@ def describe(got: Any, expected: Any, where: str, *, atol: float = 0.0, rtol: fl
 
     For a test that collects its problems in a plain list:
 
-        if (wrong := describe(tensor, expected, f"N={world} rank {rank}", world=world)) is not None:
-            problems.append(wrong)
+        sentence = describe(tensor, expected, f"N={world} rank {rank}", world=world)
+        found += [] if sentence is None else [sentence]
 
     >>> describe(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), "rank 0") is None
     True
