@@ -123,11 +123,18 @@ def _every_exchange() -> dict[str, tuple[bool, list[tuple[str, int, int]]]]:
     return results
 
 
+def _on_gloo_then_under_nccl_rules() -> tuple[dict, dict]:
+    """_every_exchange on plain Gloo, then under NCCL's rules, in one launch (what emulate="nccl" runs it under)."""
+    on_gloo = _every_exchange()
+    with NcclRules() as rules:
+        under_nccl_rules = _every_exchange()
+        rules.drain()
+    return on_gloo, under_nccl_rules
+
+
 @pytest.mark.parametrize("world", [2, 3, 4, 5])
 def test_every_exchange_runs_under_nccl_rules_with_the_traffic_it_has_on_gloo(world: int) -> None:
-    on_gloo = launch(_every_exchange, world, timeout=60)
-    under_nccl_rules = launch(_every_exchange, world, timeout=60, emulate="nccl")
-    for rank, (gloo, nccl) in enumerate(zip(on_gloo, under_nccl_rules, strict=True)):
+    for rank, (gloo, nccl) in enumerate(launch(_on_gloo_then_under_nccl_rules, world, timeout=90)):
         wrong = [name for name, (right, _) in {**gloo, **nccl}.items() if not right]
         assert not wrong, f"N={world} rank {rank}: wrong results {wrong}"
         differ = [name for name in gloo if gloo[name][1] != nccl[name][1]]
@@ -195,7 +202,7 @@ def test_send_returns_before_its_receive_is_posted_and_a_lost_receive_hangs_unti
     gloo_share = launch(_send_then_late_receive, 2, 0.5, timeout=30)[0]
     assert nccl_share < 0.2 < 0.8 < gloo_share, (nccl_share, gloo_share)  # Gloo's send waits for the receive
     with pytest.raises(RankHangError):  # rank 1 never sends: nothing to prove, only the timeout ends it
-        launch(lambda: dist.recv(torch.empty(1), src=1) if dist.get_rank() == 0 else None, 2, timeout=3,
+        launch(lambda: dist.recv(torch.empty(1), src=1) if dist.get_rank() == 0 else None, 2, timeout=2,
                emulate="nccl")
 
 
@@ -295,24 +302,28 @@ class _LateAllReduce:
 
 
 def _bucketed_ddp_steps(late: bool) -> list[torch.Tensor]:
+    """Lab 04's BucketedDDP, 3 steps of SGD on a small net; with `late`, all-reduce results land only at wait()."""
     torch.manual_seed(0)  # the same model on every rank
     device = rank_device()
     model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(device)
     ddp = reference.bucketed_ddp()(model, bucket_cap_mb=1e-4)  # a bucket per parameter or so: several in flight
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     generator = torch.Generator().manual_seed(dist.get_rank())  # each rank its own samples
+    original = dist.all_reduce
     if late:
         dist.all_reduce = _LateAllReduce()
-    for _ in range(3):
-        x, y = torch.randn(4, 6, generator=generator).to(device), torch.randn(4, 3, generator=generator).to(device)
-        model.zero_grad(set_to_none=True)
-        torch.nn.functional.mse_loss(ddp(x), y).backward()
-        ddp.finish_gradient_synchronization()
-        optimizer.step()
+    try:
+        for _ in range(3):
+            x, y = torch.randn(4, 6, generator=generator).to(device), torch.randn(4, 3, generator=generator).to(device)
+            model.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(ddp(x), y).backward()
+            ddp.finish_gradient_synchronization()
+            optimizer.step()
+    finally:
+        dist.all_reduce = original
     return [p.detach().cpu() for p in model.parameters()]
 
 
 def test_lab04_reads_every_bucket_only_after_its_wait_as_cuda_streams_require() -> None:
-    on_time, late = launch(_bucketed_ddp_steps, 2, False, timeout=60), launch(_bucketed_ddp_steps, 2, True, timeout=60)
-    for rank in range(2):
-        assert all(torch.equal(a, b) for a, b in zip(on_time[rank], late[rank], strict=True)), rank
+    for on_time, late in launch(lambda: (_bucketed_ddp_steps(False), _bucketed_ddp_steps(True)), 2, timeout=60):
+        assert all(torch.equal(a, b) for a, b in zip(on_time, late, strict=True))
