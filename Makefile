@@ -82,7 +82,9 @@ test-fast: $(TEST_STAMP)  ## all but the grading run and the browser (a minute);
 test-browser: $(TEST_STAMP)  ## JupyterLab as a student meets it, in headless Chromium (1-2 minutes; needs chromium)
 	BROWSER_TEST_REQUIRED=1 $(BIN)/python -m pytest -m browser -rs $(PYTEST_ARGS)
 
-test-gpu: $(TEST_STAMP)  ## on a GPU box: every lab graded with its ranks on the GPUs, and the GPU-only tests
+# The GPU-only tests (-m gpu: NCCL itself against utils.nccl_rules' emulation, the launcher's NCCL group) and the
+# grading run with the ranks on the GPUs. The README says what its output should show.
+test-gpu: $(TEST_STAMP)  ## on a GPU box: NCCL against the emulation, every lab graded on the GPUs (under 10 min)
 	@$(BIN)/python -c 'import sys, torch; n = torch.cuda.device_count(); sys.exit(0 if n else "make test-gpu: \
 	no CUDA GPU here (torch.cuda.device_count() is 0), so nothing was tested. Run it on a machine with GPUs."); \
 	print(f"make test-gpu: {n} CUDA GPUs; a launch of N <= {n} ranks puts rank r on cuda:r (NCCL + Gloo)")'

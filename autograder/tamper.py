@@ -19,13 +19,14 @@ from autograder.cells import meta, parse_cell, source
 
 # Names that a submission has no business using, each a way past utils.p2p_ledger: torch's functional collectives and
 # the dispatcher's operators (torch.ops.c10d, torch.ops._c10d_functional), a group's backends and torch's C++
-# bindings (which skip the process group), the dispatch-mode stack (the ledger's last level), the ledger's own switches.
+# bindings (which skip the process group), the dispatch-mode stack (the ledger's last level), the ledger's own switches,
+# and those of utils.nccl_rules (which the tests that run under NCCL's rules rely on).
 PRIVATE_INTERNALS = frozenset({
     "_functional_collectives", "_functional_collectives_impl", "_c10d_functional", "c10d_functional",
     "_c10d_functional_autograd", "c10d", "_dtensor", "symm_mem", "_symmetric_memory",
     "_get_backend", "ProcessGroupGloo", "ProcessGroupNCCL", "_distributed_c10d", "_broadcast_coalesced",
     "_jit_get_operation", "_python_dispatch", "_pop_torch_dispatch_stack", "_unset_dispatch_mode",
-    "_DisableTorchDispatch", "unrestricted", "_calls",
+    "_DisableTorchDispatch", "unrestricted", "_calls", "NcclRules", "emulating",
 })
 
 

@@ -11,10 +11,12 @@
 
 `CallRecorder` swaps every communicating function of torch.distributed (the collectives and the point-to-point
 calls) for one that writes down a `Call` (its name, the bytes of its full tensor, the group's size) and then runs
-the real one. It counts calls, not packets: `ring_bytes` turns the calls into the bytes a rank sends with the
-ring algorithms (what Gloo's and NCCL's rings move), and a ring reduce-scatter plus a ring all-gather is a ring
-all-reduce, byte for byte. Code must call the functions through the module (`dist.all_reduce(...)`): a name
-imported with `from torch.distributed import all_reduce` keeps pointing at the original, unrecorded.
+the real one. A group of point-to-point operations (`dist.batch_isend_irecv`) is written down as its isend and
+irecv calls, one Call each (utils.recording). It counts calls, not packets: `ring_bytes` turns the calls into the
+bytes a rank sends with the ring algorithms (what Gloo's and NCCL's rings move), and a ring reduce-scatter plus a
+ring all-gather is a ring all-reduce, byte for byte. Code must call the functions through the module
+(`dist.all_reduce(...)`): a name imported with `from torch.distributed import all_reduce` keeps pointing at the
+original, unrecorded.
 """
 
 from __future__ import annotations
@@ -28,17 +30,10 @@ from typing import Any
 import torch.distributed as dist
 
 from utils.memory import tensor_bytes
-from utils.p2p_ledger import Swaps
+from utils.recording import COMMUNICATING, P2P, Recorder, Swaps, p2p_kind, swap_grouped, swap_p2p, torch_ops
 
 __all__ = ["COMMUNICATING", "Call", "CallRecorder", "ring_bytes"]
 
-# Every function of torch.distributed that communicates (only those this torch version has are recorded).
-COMMUNICATING = (
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_reduce_coalesced",
-    "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
-    "gather", "gather_object", "irecv", "isend", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-    "scatter", "scatter_object_list", "send",
-)
 # The argument that holds the full tensor (N chunks) of the collectives that ring_bytes knows.
 _FULL_TENSOR = {"all_reduce": "tensor", "reduce_scatter_tensor": "input", "all_gather_into_tensor": "output_tensor"}
 # A ring sends (N-1)/N of the full tensor per rank for each pass: one for a reduce-scatter or an all-gather, two
@@ -60,30 +55,24 @@ class Call:
     world_size: int
 
 
-class CallRecorder:
+class CallRecorder(Recorder):
     """Context manager that records this rank's calls to torch.distributed's communicating functions in `calls`.
 
     The functions still run: recording changes nothing else. Recorders do not nest.
     """
 
-    _active: CallRecorder | None = None
-
     def __init__(self) -> None:
         self.calls: list[Call] = []
-        self._swaps = Swaps()
 
-    def __enter__(self) -> CallRecorder:
-        if CallRecorder._active is not None:
-            raise RuntimeError("a CallRecorder is already recording on this rank; recorders do not nest")
-        CallRecorder._active = self
-        for name in COMMUNICATING:
-            if hasattr(dist, name):
-                self._swaps.swap(dist, name, self._recording(name, getattr(dist, name)))
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._swaps.restore()
-        CallRecorder._active = None
+    def install(self, swaps: Swaps) -> None:
+        recording = {name: self._recording(name, getattr(dist, name)) for name in COMMUNICATING
+                     if hasattr(dist, name) and name != "batch_isend_irecv"}
+        for name, replacement in recording.items():
+            if name in P2P:
+                swap_p2p(swaps, name, replacement, P2P[name][0])
+            else:
+                swaps.swap(dist, name, replacement)
+        swap_grouped(swaps, self._recording_group(dist.batch_isend_irecv))
 
     def _recording(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(original)
@@ -95,6 +84,18 @@ class CallRecorder:
             world = dist.get_world_size(arguments.get("group"))
             self.calls.append(Call(name, tensor_bytes(full), world))  # before the call: a receive may fill it
             return original(*args, **kwargs)
+
+        return record
+
+    def _recording_group(self, batch: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+        """dist.batch_isend_irecv that writes down one Call per P2POp: an isend or an irecv, as if called alone."""
+
+        @functools.wraps(batch)
+        def record(p2p_op_list: list[dist.P2POp]) -> list[Any]:
+            ops = torch_ops(p2p_op_list)
+            self.calls += [Call("isend" if p2p_kind(op.op) == "send" else "irecv", tensor_bytes(op.tensor),
+                                dist.get_world_size(op.group)) for op in ops]
+            return batch(ops)
 
         return record
 

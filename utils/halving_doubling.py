@@ -16,8 +16,9 @@ M/2 + M/4 + ... + M/N bytes in each phase, 2(N-1)/N M in all, like the ring, but
 
 Other N: the first 2r ranks (r = N - p, p the largest power of two below N) fold in pairs before (rank 2i sends
 its tensor to 2i + 1, which adds it) and unfold after (2i + 1 sends the result back), so p ranks run the
-algorithm: two more messages of M bytes on the folded pairs. Only dist.send / recv / isend / irecv are used, so
-utils.p2p_ledger counts every message.
+algorithm: two more messages of M bytes on the folded pairs. Only dist.send / recv and dist.batch_isend_irecv are
+used, so utils.p2p_ledger counts every message; each exchange with a partner is one group, so it also runs under
+NCCL's rules (utils.nccl_rules).
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ def halving_doubling_all_reduce(tensor: torch.Tensor) -> None:
         return flat[offsets[lo]:offsets[hi]]
 
     def exchange(send: torch.Tensor, receive: torch.Tensor, peer: int) -> None:
-        requests = [dist.irecv(receive, src=peer), dist.isend(send, dst=peer)]
-        for request in requests:
+        # One group: on NCCL an ungrouped irecv and isend with one peer run in posting order, and would both wait.
+        group = [dist.P2POp(dist.irecv, receive, peer), dist.P2POp(dist.isend, send, peer)]
+        for request in dist.batch_isend_irecv(group):
             request.wait()
 
     lo, hi = 0, p

@@ -56,6 +56,7 @@ import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
 from utils.launch_report import LaunchError, RankFailedError, RankHangError, failure_report, hang_report
+from utils.nccl_rules import emulating
 from utils.timeouts import LAUNCH_S, process_group_s
 
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
@@ -72,6 +73,7 @@ def launch(
     timeout: float = LAUNCH_S,
     backend: str = "auto",
     threads: int = 1,
+    emulate: str | None = None,
     **kwargs: Any,
 ) -> list[Any]:
     """Run `fn(*args, **kwargs)` on `world_size` ranks and return the ranks' return values in rank order.
@@ -87,6 +89,8 @@ def launch(
         backend: "gloo", "nccl" (one GPU per rank: NCCL for CUDA tensors, Gloo for CPU tensors), or "auto"
             ("nccl" when there are enough GPUs and torch has NCCL, else "gloo").
         threads: intra-op threads per rank; 1 lets a 2-core laptop run 4 ranks without thrashing.
+        emulate: "nccl": point-to-point calls follow NCCL's ordering rules on Gloo too (utils.nccl_rules; what
+            would hang on GPUs raises NcclOrderError or hangs); None: as $COURSE_EMULATE says (unset: no emulation).
 
     Raises:
         TypeError / ValueError: bad arguments, before any process starts.
@@ -94,6 +98,7 @@ def launch(
         RankHangError: not every rank finished within `timeout`; the message says where each was blocked.
     """
     _check_arguments(fn, world_size, timeout, threads)
+    fn = emulating(fn, emulate)
     if "TORCHELASTIC_RUN_ID" in os.environ:
         torch.set_num_threads(threads)
         return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)

@@ -152,6 +152,29 @@ def likely_mistake(got: Any, expected: Any, *, world: int | None = None, origina
     return None
 
 
+def describe(got: Any, expected: Any, where: str, *, atol: float = 0.0, rtol: float = 0.0, world: int | None = None,
+             original: Any = None, hints: Sequence[Hint] = ()) -> str | None:
+    """None if `got` equals `expected`, else the sentence "<where>: <first difference>[; <likely mistake>]".
+
+    For a test that collects its problems in a plain list:
+
+        sentence = describe(tensor, expected, f"N={world} rank {rank}", world=world)
+        found += [] if sentence is None else [sentence]
+
+    >>> describe(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), "rank 0") is None
+    True
+    >>> print(describe(torch.tensor([0, 5]), torch.tensor([0, 4]), "rank 1"))
+    rank 1: element [1]: expected 4, got 5 (1 of 2 elements differ)
+    """
+    found = first_difference(got, expected, atol=atol, rtol=rtol)
+    if found is None:
+        return None
+    mistake = None
+    if not isinstance(expected, (list, tuple)):
+        mistake = likely_mistake(got, expected, world=world, original=original, hints=hints)
+    return f"{where}: {found}" + (f"; {mistake}" if mistake else "")
+
+
 @dataclass
 class Problems:
     """The problems one test found, as sentences "<where>: <what>", in the order found.
@@ -172,14 +195,10 @@ class Problems:
         N=2 rank 0: element [0]: expected 1, got 2 (2 of 2 elements differ, by up to 2)
         got is 2 (= N) times the expected: summed, not averaged?
         """
-        found = first_difference(got, expected, atol=atol, rtol=rtol)
-        if found is None:
-            return True
-        mistake = None
-        if not isinstance(expected, (list, tuple)):
-            mistake = likely_mistake(got, expected, world=world, original=original, hints=hints)
-        self.lines.append(f"{where}: {found}" + (f"; {mistake}" if mistake else ""))
-        return False
+        sentence = describe(got, expected, where, atol=atol, rtol=rtol, world=world, original=original, hints=hints)
+        if sentence is not None:
+            self.lines.append(sentence)
+        return sentence is None
 
     def require(self, ok: bool, where: str, what: str) -> bool:
         """Record "<where>: <what>" unless `ok`; return `ok`."""

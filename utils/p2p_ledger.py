@@ -5,14 +5,16 @@
 
     def body():                                    # runs on every rank, e.g. through utils.launch.launch
         with Ledger(forbid_collectives=True) as ledger:
-            my_all_gather(outputs, tensor)         # may use only dist.send / recv / isend / irecv
+            my_all_gather(outputs, tensor)         # may use only dist.send / recv / isend / irecv / batch_isend_irecv
         return ledger.totals()                     # Totals(sent_messages=..., sent_bytes=..., ...)
 
 The ledger works at three levels:
 
 - torch.distributed's send, recv, isend and irecv are swapped for versions that write down (kind, peer, bytes,
   blocking, tag) before calling the real function; the Work that isend / irecv return is wrapped so that its
-  `wait()` is written down too (`ledger.waits`), which is what utils.netsim needs to know where a step ends.
+  `wait()` is written down too (`ledger.waits`), which is what utils.netsim needs to know where a step ends. A
+  group (`dist.batch_isend_irecv` of `dist.P2POp`s) is recorded operation by operation, like as many isend and
+  irecv calls, whenever its P2POps were made (utils.recording).
 - Every Python-visible method that moves data is swapped, for every object: those of the process group
   (torch.distributed.ProcessGroup: send, recv, allreduce, broadcast, barrier, ...) and those of the backends
   under it (torch._C._distributed_c10d.Backend, which ProcessGroupGloo and ProcessGroupNCCL inherit; a group
@@ -27,10 +29,10 @@ The ledger works at three levels:
   the mode's price on every message. Every other operator pays a few microseconds.
 
 Every collective or point-to-point call reaches one of these levels. A point-to-point call that does not pass
-through the module's four names (`from torch.distributed import send`, `torch.distributed.distributed_c10d.send`,
-a backend's send, `_functional_collectives`' isend) would go unrecorded, so it raises UnrecordedMessageError;
-with `forbid_collectives`, every collective raises ForbiddenCollectiveError, by any of those names. Code must
-therefore call the point-to-point functions through the module (`dist.send(...)`), as the labs do.
+through the module's four names or batch_isend_irecv (`from torch.distributed import send`, a backend's send,
+`_functional_collectives`' isend) would go unrecorded, so it raises UnrecordedMessageError; with
+`forbid_collectives`, every collective raises ForbiddenCollectiveError, by any of those names. Code must therefore
+call the point-to-point functions through the module (`dist.send(...)`), as the labs do.
 
 What stays outside: the third level watches the ledger's own thread only, so in a thread started inside the
 ledger only the names that the first two swap are caught (a functional collective there, or a method bound
@@ -55,18 +57,12 @@ from torch._C._distributed_c10d import Backend
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode_temporarily
 
 from utils.memory import nbytes
+from utils.recording import COLLECTIVES, P2P, Recorder, Swaps, p2p_kind, swap_grouped, swap_p2p, torch_ops
 
 __all__ = [
-    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "Swaps", "Totals", "UnrecordedMessageError",
-    "unrestricted",
+    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "Totals", "UnrecordedMessageError", "unrestricted",
 ]
 
-# The built-in collectives an exercise may be asked not to use, by their torch.distributed names (for the message).
-COLLECTIVES = (
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_reduce_coalesced",
-    "all_to_all", "all_to_all_single", "barrier", "broadcast", "broadcast_object_list", "gather",
-    "gather_object", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list",
-)
 # What they all call on the process group: every method of ProcessGroup (and of Backend) that moves data, except
 # send and recv.
 _GROUP_COLLECTIVES = (
@@ -86,7 +82,6 @@ _LOCAL_OPERATORS = frozenset({"c10d::check_for_nan", "_c10d_functional::wait_ten
 # Messages that no recorded call sends: the functional point-to-point calls (and every symm_mem operator).
 _UNRECORDABLE_OPERATORS = frozenset({f"{namespace}::{name}" for namespace in ("_c10d_functional", "c10d_functional")
                                      for name in ("isend", "irecv", "batch_p2p_ops")})
-_P2P = {"send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src"), "irecv": ("recv", "src")}
 
 
 class ForbiddenCollectiveError(RuntimeError):
@@ -126,33 +121,6 @@ class _Calls(threading.local):
 _calls = _Calls()
 
 
-class Swaps:
-    """Attributes replaced for a while (functions of a module, methods of a class), put back by `restore`.
-
-    Example: `swaps.swap(dist, "send", recording_send)` ... `swaps.restore()` (dist.send is the original again).
-    """
-
-    _INHERITED = object()  # marks an attribute that the owner did not hold itself (a class inheriting it)
-
-    def __init__(self) -> None:
-        self._originals: list[tuple[Any, str, Any]] = []
-
-    def swap(self, owner: Any, name: str, replacement: Callable[..., Any]) -> None:
-        # What owner itself holds, as it holds it: a class keeps pybind11's method descriptor, which getattr
-        # would unwrap into a function that no longer binds `self`.
-        self._originals.append((owner, name, vars(owner).get(name, Swaps._INHERITED)))
-        setattr(owner, name, replacement)
-
-    def restore(self) -> None:
-        """Every swapped attribute as it was, in reverse order (a name swapped twice ends as before the first)."""
-        for owner, name, original in reversed(self._originals):
-            if original is Swaps._INHERITED:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
-        self._originals.clear()
-
-
 @contextmanager
 def unrestricted() -> Iterator[None]:
     """Lift the active ledger's ban for a block: for graders' reference code built on the built-ins.
@@ -169,70 +137,65 @@ def unrestricted() -> Iterator[None]:
 class _RecordedWork:
     """A Work handle whose wait() the ledger writes down; everything else goes to the real handle."""
 
-    def __init__(self, work: Any, ledger: Ledger, index: int):
-        self._work, self._ledger, self._index = work, ledger, index
+    def __init__(self, work: Any, ledger: Ledger, indices: list[int]):
+        self._work, self._ledger, self._indices = work, ledger, indices  # the messages it completes
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         result = self._work.wait(*args, **kwargs)
-        if Ledger._active is self._ledger:
-            self._ledger.waits.append((len(self._ledger.messages), self._index))
+        if Ledger.active() is self._ledger:
+            self._ledger.waits += [(len(self._ledger.messages), index) for index in self._indices]
         return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
 
 
-class Ledger:
+class Ledger(Recorder):
     """Context manager that records this rank's point-to-point messages, in call order, in `messages`.
 
     `waits` lists every wait() on a non-blocking call as (how many messages had been posted then, the index in
-    `messages` of the call waited for).
+    `messages` of the call waited for). Ledgers do not nest.
     """
-
-    _active: Ledger | None = None
 
     def __init__(self, forbid_collectives: bool = False):
         self.forbid_collectives = forbid_collectives
         self.messages: list[Message] = []
         self.waits: list[tuple[int, int]] = []
-        self._swaps = Swaps()
         self._dispatcher_guard = _DispatcherGuard(forbid_collectives)
 
-    def __enter__(self) -> Ledger:
-        if Ledger._active is not None:
-            raise RuntimeError("a Ledger is already recording on this rank; ledgers do not nest")
-        Ledger._active = self
-        for name in _P2P:
-            self._swaps.swap(dist, name, self._recording(name, getattr(dist, name)))
-        self._guard_methods(_GROUP_P2P, _unrecorded)
+    def install(self, swaps: Swaps) -> None:
+        recording = {name: self._recording(name, getattr(dist, name)) for name in P2P}
+        for name, replacement in recording.items():
+            swap_p2p(swaps, name, replacement, P2P[name][0])
+        swap_grouped(swaps, self._recording_group(dist.batch_isend_irecv))
+        self._guard_methods(swaps, _GROUP_P2P, _unrecorded)
         if self.forbid_collectives:
             for name in COLLECTIVES:  # the usual names first, for an error message that names the call
                 if hasattr(dist, name):
-                    self._swaps.swap(dist, name, _named_refusal(name))
-            self._guard_methods(_GROUP_COLLECTIVES, _forbidden)  # ... then what every name of them reaches
+                    swaps.swap(dist, name, _named_refusal(name))
+            self._guard_methods(swaps, _GROUP_COLLECTIVES, _forbidden)  # ... then what every name of them reaches
         self._dispatcher_guard.__enter__()  # last: nothing above raises
-        return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._dispatcher_guard.__exit__(*exc_info)
-        self._swaps.restore()
-        Ledger._active = None
+        super().__exit__(*exc_info)
 
     def totals(self) -> Totals:
         sent = [m for m in self.messages if m.kind == "send"]
         received = [m for m in self.messages if m.kind == "recv"]
         return Totals(len(sent), sum(m.nbytes for m in sent), len(received), sum(m.nbytes for m in received))
 
-    def _guard_methods(self, names: tuple[str, ...], refuse: Callable[[str], None]) -> None:
+    @staticmethod
+    def _guard_methods(swaps: Swaps, names: tuple[str, ...], refuse: Callable[[str], None]) -> None:
         """Swap each method `names` lists, on the process group, the backend and every subclass that overrides it."""
         for owner in _with_subclasses(dist.ProcessGroup) + _with_subclasses(Backend):
             for name in names:
                 if name in vars(owner):
                     where = f"{owner.__name__}.{name}"
-                    self._swaps.swap(owner, name, _guarded(getattr(owner, name), functools.partial(refuse, where)))
+                    swaps.swap(owner, name, _guarded(getattr(owner, name), functools.partial(refuse, where)))
 
     def _recording(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        kind, peer_argument = _P2P[name]
+        kind, peer_argument = P2P[name]
         signature = inspect.signature(original)
         blocking = name in ("send", "recv")
 
@@ -255,7 +218,28 @@ class Ledger:
             self.messages.append(Message(kind, peer, nbytes(tensor), blocking, tag))
             if blocking or result is None:  # a rank outside the group gets no Work
                 return result
-            return _RecordedWork(result, self, len(self.messages) - 1)
+            return _RecordedWork(result, self, [len(self.messages) - 1])
+
+        return record
+
+    def _recording_group(self, batch: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+        """dist.batch_isend_irecv that writes down each of its P2POps, as a non-blocking isend or irecv."""
+
+        @functools.wraps(batch)
+        def record(p2p_op_list: list[dist.P2POp]) -> list[Any]:
+            ops = torch_ops(p2p_op_list)
+            _calls.depth += 1
+            try:
+                with self._dispatcher_guard.stepped_aside():
+                    works = batch(ops)
+            finally:
+                _calls.depth -= 1
+            first = len(self.messages)
+            self.messages += [Message(p2p_kind(op.op), op.peer, nbytes(op.tensor), False, op.tag) for op in ops]
+            indices = range(first, len(self.messages))
+            if len(works) == len(ops):  # one Work per operation (Gloo)
+                return [_RecordedWork(work, self, [index]) for work, index in zip(works, indices, strict=True)]
+            return [_RecordedWork(work, self, list(indices)) for work in works]  # one for the group (NCCL)
 
         return record
 
@@ -335,7 +319,7 @@ def _named_refusal(name: str) -> Callable[..., Any]:
             return getattr(dist.distributed_c10d, name)(*args, **kwargs)
         raise ForbiddenCollectiveError(
             f"dist.{name} is a built-in collective, and this exercise must be built only from "
-            "dist.send, dist.recv, dist.isend and dist.irecv."
+            "dist.send, dist.recv, dist.isend and dist.irecv (and dist.batch_isend_irecv of them)."
         )
 
     return refuse
@@ -344,5 +328,5 @@ def _named_refusal(name: str) -> Callable[..., Any]:
 def _forbidden(where: str) -> None:
     raise ForbiddenCollectiveError(
         f"a built-in collective was called (it reached {where}), and this exercise must be built only from "
-        "dist.send, dist.recv, dist.isend and dist.irecv."
+        "dist.send, dist.recv, dist.isend and dist.irecv (and dist.batch_isend_irecv of them)."
     )

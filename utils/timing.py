@@ -50,7 +50,7 @@ def time_call(fn: Callable[[torch.Tensor], Any], tensor: torch.Tensor) -> float:
 
 
 def shift_time(nbytes: int, iters: int) -> float:
-    """Time of one ring step: every rank isends nbytes to rank + 1 and irecvs nbytes from rank - 1, at once.
+    """Time of one ring step: every rank sends nbytes to rank + 1 and receives nbytes from rank - 1, as one group.
 
     On 2 ranks that is a bidirectional exchange. One untimed step first (a warm-up); returns the mean time of
     `iters` timed steps, on every rank.
@@ -62,8 +62,10 @@ def shift_time(nbytes: int, iters: int) -> float:
         if i == 1:
             synchronize(device)
             start = time.perf_counter()
-        requests = [dist.irecv(incoming, src=(rank - 1) % world), dist.isend(outgoing, dst=(rank + 1) % world)]
-        for request in requests:
+        # One group: at N = 2 both go to one peer, which NCCL would run one after the other (utils.nccl_rules).
+        group = [dist.P2POp(dist.irecv, incoming, (rank - 1) % world),
+                 dist.P2POp(dist.isend, outgoing, (rank + 1) % world)]
+        for request in dist.batch_isend_irecv(group):
             request.wait()
     synchronize(device)
     return (time.perf_counter() - start) / iters

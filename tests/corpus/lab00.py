@@ -1,6 +1,7 @@
 """Lab 00 (ranks, alpha-beta): broken, noisy, renamed and tampered submissions, and what each must score.
 
-Besides wrong answers, lab 00's corpus holds what a class grader meets: a deadlock, a rank that raises or is
+Besides wrong answers, lab 00's corpus holds what a class grader meets: a deadlock, an exchange that only NCCL's
+rules refuse, a rank that raises or is
 killed, an infinite loop, stderr noise (which costs nothing), a tampered or deleted test cell, a replaced grading
 helper, a renamed notebook with extra cells, an empty file, and a cell that ignores the interrupt.
 """
@@ -21,6 +22,7 @@ from tests.corpus.common import (
     released,
     replace,
 )
+from utils.nccl_rules import FIX
 
 ASSIGNMENT = "00_ranks_and_alpha_beta"
 
@@ -55,6 +57,16 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C does nothing
 launch(_busy_rank, 2, timeout=10**6)
 """
 WRONG_SHIFT = "return tensor.clone()  # forgets to communicate\n"
+# Right on Gloo, but on NCCL the pair's irecv heads both queues and each isend waits behind it (nccl_rules).
+UNGROUPED_SHIFT = """rank, world = dist.get_rank(), dist.get_world_size()
+if world == 1:
+    return tensor.clone()
+received = torch.empty_like(tensor)
+requests = [dist.irecv(received, src=(rank - 1) % world), dist.isend(tensor, dst=(rank + 1) % world)]
+for request in requests:
+    request.wait()
+return received
+"""
 EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift", "test_size_for_share"}
 
 CASES = [
@@ -80,13 +92,17 @@ CASES = [
          loses={"test_fit_alpha_beta", "test_size_for_share"},
          says=("test_fit_alpha_beta (3 points) failed: AssertionError",)),
     # What the contract allows costs nothing: a barrier of every rank (rank 2 too) before the exchange. What it
-    # rules out costs exactly exercise 0.2: weights 1/t_i^2 from the measured times, pass 1 alone (biased low).
-    Case("barrier_measured_weights", chain(
+    # rules out costs exactly its exercise: weights 1/t_i^2 from the measured times, pass 1 alone (biased low), and
+    # a ring_shift that completes on Gloo but would hang on NCCL (the test's run under NCCL's rules refuses it).
+    Case("barrier_measured_weights_ungrouped", chain(
         replace("ping_pong", "    if rank > 1:\n",
                 "    dist.barrier()  # every rank: start together\n    if rank > 1:\n"),
-        replace("fit_alpha_beta", "for _ in range(3):", "for _ in range(1):  # pass 1 alone: weights from t_i")),
-         loses={"test_fit_alpha_beta"},
-         says=("test_fit_alpha_beta (3 points) failed", "mean relative error of (alpha, beta) over 200 noisy sweeps")),
+        replace("fit_alpha_beta", "for _ in range(3):", "for _ in range(1):  # pass 1 alone: weights from t_i"),
+        body("ring_shift", UNGROUPED_SHIFT)),
+         loses={"test_fit_alpha_beta", "test_ring_shift"},
+         says=("test_fit_alpha_beta (3 points) failed", "mean relative error of (alpha, beta) over 200 noisy sweeps",
+               "test_ring_shift (4 points) failed", "NCCL would hang here: ranks 0 and 1 wait for each other",
+               FIX)),
     Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
          loses={"test_fit_alpha_beta"}, tampered=True, says=("test_fit_alpha_beta",)),
     Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),

@@ -13,8 +13,21 @@ all_gather) is graded on its own: its test uses reference versions of both.
 """
 
 from tests.corpus.common import Case, append, body, chain, replace
+from utils.nccl_rules import FIX
 
 ASSIGNMENT = "01_collectives"
+UNGROUPED_ALL_GATHER = """check_tensor_list("tensor_list", tensor_list, tensor, same_shape=False)
+rank, world = dist.get_rank(), dist.get_world_size()
+requests = []
+for peer in range(world):
+    if peer != rank:
+        requests.append(dist.irecv(tensor_list[peer], src=peer))
+        requests.append(dist.isend(tensor, dst=peer))
+tensor_list[rank].copy_(tensor)
+for request in requests:
+    request.wait()
+return
+"""
 
 CASES = [
     # The built-in broadcast under another name: the right result and no message to count.
@@ -41,9 +54,13 @@ CASES = [
                "a point-to-point message reached Backend.recv",
                "all_reduce uses torch's private distributed internals (_functional_collectives)",
                "scatter uses torch's private distributed internals (_get_backend)")),
-    # Forgets to add the other ranks' contributions; and takes one rank's floor for the floor of all of them.
-    Case("broken_reduce_scatter", chain(
+    # Forgets to add the other ranks' contributions; takes one rank's floor for the floor of all of them; and posts
+    # all_gather's irecv and isend with each peer ungrouped: right on Gloo, a hang on NCCL (the tests' run under
+    # NCCL's rules refuses it, and says how to post them).
+    Case("broken_reduce_scatter_ungrouped_all_gather", chain(
         body("reduce_scatter", "output.copy_(input_list[dist.get_rank()])\nreturn\n"),
         body("minimum_traffic", "return (N - 1) * piece_bytes\n"),
-    ), loses={"test_reduce_scatter", "test_minimum_traffic"}),
+        body("all_gather", UNGROUPED_ALL_GATHER),
+    ), loses={"test_reduce_scatter", "test_minimum_traffic", "test_all_gather"},
+         says=("test_all_gather (3 points) failed", "NCCL would hang here", FIX)),
 ]

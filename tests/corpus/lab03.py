@@ -10,11 +10,13 @@ WEIGHT_LINE = "    weight = local_batch_size / total  # b_r / B: this rank's sha
 CASES = [
     Case("sums", replace("average_gradients", WEIGHT_LINE,
                          "    weight = 1.0  # MUTANT: sums the rank gradients instead of averaging them\n"),
-         loses={"test_average_gradients", "test_average_gradients_uneven", "test_average_gradients_partial"}),
+         loses={"test_average_gradients", "test_average_gradients_uneven", "test_average_gradients_partial"},
+         says=("got is 2 (= N) times the expected: summed, not averaged?",)),
     # Also counts the backward chain once instead of once per run in exercise 3.0.
     Case("equal_weights", chain(
         replace("average_gradients", WEIGHT_LINE,
                 "    weight = 1.0 / dist.get_world_size()  # MUTANT: 1/N whatever the shard sizes\n"),
         body("rounding_constant", "return chain + 2 * sum(shard_sizes) + len(shard_sizes)\n"),
-    ), loses={"test_average_gradients_uneven", "test_rounding_constant"}),
+    ), loses={"test_average_gradients_uneven", "test_rounding_constant"},
+         says=("count each run's roundings of one term again",)),
 ]

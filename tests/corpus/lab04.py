@@ -1,7 +1,7 @@
 """Lab 04 (bucketed DDP): broken submissions, each losing exactly the points of what it broke.
 
-Points: test_bucket_timeline 2, test_ddp_buckets 2, test_ddp_equivalence 3, test_ddp_launch_order 2,
-test_ddp_no_sync 2, test_ddp_overlap 2, test_ddp_torch 2, test_ddp_errors 1.
+Points: test_bucket_timeline 2, test_best_bucket_count 2, test_ddp_buckets 2, test_ddp_equivalence 3,
+test_ddp_launch_order 2, test_ddp_no_sync 2, test_ddp_overlap 2, test_ddp_torch 2, test_ddp_errors 1.
 """
 
 from tests.corpus.common import Case, chain, replace
@@ -15,6 +15,21 @@ REVERSE = "for name, p in reversed(trainable):"
 AVERAGE_NEW = "p.grad = grad / self.world"
 AVERAGE_COPY = "torch.div(grad, self.world, out=p.grad)"
 LAUNCH = "self._works.append(dist.all_reduce(flat, async_op=True))"
+# The hook's count of the gradients still to come (after its no_sync return), each bucket's flat buffer, and the
+# dtype in the parameters' signature that construction compares across ranks.
+COUNTED = """        if not self._syncing:
+            return  # inside no_sync: the gradient just accumulates in p.grad
+        self._any_gradient = True
+        self._missing[self._bucket_of[p]] -= 1
+"""
+FLAT = "torch.empty(sum(p.numel() for p in params) + len(params)"
+DTYPE = "int(p.requires_grad), dtype_code(p.dtype))"
+REGIME = "if D >= (alpha * C) ** 0.5 and D >= alpha:"
+COUNTED_ALWAYS = """        self._missing[self._bucket_of[p]] -= 1  # MUTANT: counted inside no_sync too
+        if not self._syncing:
+            return
+        self._any_gradient = True
+"""
 
 # Two faults per submission, each in its own part of BucketedDDP and losing cells the other does not touch: the
 # submission loses exactly the union (two gradings instead of four; each fault's own cells are in its comment).
@@ -36,4 +51,20 @@ CASES = [
                replace("BucketedDDP", AVERAGE_COPY, "p.grad.copy_(grad)"),
                replace("BucketedDDP", LAUNCH, LAUNCH + "\n        self._works[-1].wait()")),
          loses={"test_ddp_equivalence", "test_ddp_no_sync", "test_ddp_torch", "test_ddp_overlap"}),
+    # 4.1's best bucket count always the K of equal terms (loses test_best_bucket_count): wrong in the regime where
+    # the communication-bound term takes over while it still falls. And three faults of 4.2 with right gradients.
+    # The hook counts gradients inside no_sync too, suppressing only the launch (loses test_ddp_overlap): after
+    # accumulation no bucket ever looks complete, and finish launches them all at the end of backward. Every
+    # bucket's flat tensor is the whole model's size, zeros outside its own parameters (loses test_ddp_buckets): K
+    # times the bytes. And the dtypes are not compared across ranks (loses test_ddp_errors): a bfloat16 and a
+    # float16 replica of the same shapes are wrapped without a ValueError.
+    Case("equal_terms_counts_inside_no_sync_whole_model_buckets_and_no_dtype_check",
+         chain(replace("BucketedDDP", COUNTED, COUNTED_ALWAYS),
+               replace("BucketedDDP", FLAT, "torch.empty(sum(p.numel() for p in self._bucket_of) + len(params)"),
+               replace("BucketedDDP", DTYPE, "int(p.requires_grad))"),
+               replace("best_bucket_count", REGIME, "if D >= alpha:  # MUTANT: the K of equal terms whenever >= 1")),
+         loses={"test_ddp_overlap", "test_ddp_buckets", "test_ddp_errors", "test_best_bucket_count"},
+         says=("(the K of equal terms is not the best in this regime)",
+               "did the hook count the gradients of no_sync's backward too",
+               "the whole model's gradient in every bucket?", "no ValueError for dtypes")),
 ]

@@ -1,12 +1,16 @@
 """Broken submissions of lab 05 (large batches), each losing exactly the test cells that check what it broke.
 
-The tests of 5.4 put a stand-in in place of noise_scale_estimates, and no test calls warmup_lr but 5.2's, so
-faults in exercises 5.2, 5.3 and 5.4 go in one submission, each losing its own exercise's cells only.
+The tests of 5.4 put a stand-in in place of noise_scale_estimates, and no test calls warmup_lr but 5.2's (nor
+scaled_lr but 5.1's), so faults in different exercises share a submission, each losing its own exercise's cells only.
 """
 
 from tests.corpus.common import Case, chain, replace
 
 ASSIGNMENT = "05_large_batch"
+
+# 5.4's check of every batch before the first step, and 5.1's check of the batch sizes: one line each.
+VALIDATE = "if indivisible := [len(x) for x, _ in batches if len(x) % world]:"
+BATCHES = "    if base_batch < 1 or batch < 1:\n"
 
 CASES = [
     # Three faults, one in each of exercises 5.2 to 5.4:
@@ -23,5 +27,17 @@ CASES = [
                 "        ema_ratio = beta * (b_simple[-1] if b_simple else 0.0)"
                 " + (1 - beta) * trace / g2  # MUTANT\n"
                 "        b_simple.append(ema_ratio)\n")),
-         loses={"test_warmup_lr", "test_noise_scale_estimates", "test_noise_scale_unbiased", "test_noise_tracking"}),
+         loses={"test_warmup_lr", "test_noise_scale_estimates", "test_noise_scale_unbiased", "test_noise_tracking"},
+         says=("(off by one?)", "is |g_big|^2 used as |G|^2?", "an average of ratios?")),
+    # 5.4 checks each batch when it comes to it: right results, but a bad batch is refused only after the steps
+    # before it have trained the model; 5.1 accepts a batch of 0 (the linear rule then gives 0, the sqrt rule too).
+    Case("tracking_refuses_late_and_batch_zero_accepted", chain(
+        replace("train_tracking_noise_scale", VALIDATE, "if indivisible := []:  # MUTANT: not checked here"),
+        replace("train_tracking_noise_scale", "        b = len(x) // world\n",
+                "        if len(x) % world:  # MUTANT: checked when the batch comes\n"
+                "            raise ValueError(f\"{world} ranks do not divide a batch of {len(x)} samples\")\n"
+                "        b = len(x) // world\n"),
+        replace("scaled_lr", BATCHES, "    if False:  # MUTANT: no check of the batch sizes\n")),
+         loses={"test_noise_tracking", "test_scaled_lr"},
+         says=("refused, but only after training on the batches before the bad one",)),
 ]

@@ -2,8 +2,8 @@
 
 Points: test_memory_per_rank 2, test_shard_range 2, test_zero1_equals_ddp 4, test_zero1_state_bytes 2,
 test_zero1_traffic 2, test_zero1_vs_torch 2, test_zero2 2. The tests of 7.3 and 7.4 put a stand-in in place of
-shard_range, and 7.4's compares stage 2 with the submission's own stage 1, so each bug costs one exercise's points:
-the fault of 7.2 shares a submission with one of 7.3 (the three of 7.3 stay apart, one submission each).
+shard_range, and 7.4's compares stage 2 with the submission's own stage 1, so each bug costs one exercise's points,
+or one test cell's of 7.3: the fault of 7.2 shares a submission with faults of 7.3 whose cells are disjoint.
 The traffic test counts calls: a right result reached with another collective loses its points only.
 """
 
@@ -18,23 +18,39 @@ OPTIMIZER = "self.optimizer = optimizer_cls([self.master], **optimizer_kwargs)"
 UPDATE = "        self.optimizer.step()  # moves this rank's shard only, with the state of this shard only\n"
 SCATTER = "        dist.reduce_scatter_tensor(grad, flat)  # the sum over the ranks of chunk `rank`\n"
 GATHER = "            dist.all_gather_into_tensor(flat, padded)  # (N * s,): every rank's updated shard\n"
+MEAN = "return grad.div_(self.world_size)"
+MASTER = "owned = flat[self.owned.start:self.owned.stop]"
 
 CASES = [
     # The shard is gathered before the optimizer moves it: every rank gets the parameters of one step before.
     Case("stale_all_gather", chain(replace("ZeroStage1Optimizer", UPDATE, ""),
                                    replace("ZeroStage1Optimizer", GATHER, GATHER + "    " + UPDATE)),
-         loses={"test_zero1_equals_ddp", "test_zero1_vs_torch"}),
+         loses={"test_zero1_equals_ddp", "test_zero1_vs_torch"},
+         says=("an update lost, doubled or a step late?",)),
     # 7.2, each shard one element too long: neighbouring ranks both own the element at the boundary; 7.3, Adam also
-    # wraps the whole model: right parameters (the all-gather overwrites them), state for every element.
-    Case("shard_boundary_off_by_one_and_adam_state_for_the_whole_model", chain(
+    # wraps the whole model: right parameters (the all-gather overwrites them), state for every element; and the
+    # reduce-scatter's sum left undivided: Adam, blind to the gradient's scale, moves the parameters by about 3e-8
+    # only, but reduce_gradients is compared with the mean, and SGD with momentum moves N times too far.
+    Case("shard_boundary_off_by_one_adam_state_for_the_whole_model_and_not_divided_by_n", chain(
         replace("shard_range", SHARD_END, "min((rank + 1) * size + 1, numel)"),
         replace("ZeroStage1Optimizer", OPTIMIZER,
-                "self.optimizer = optimizer_cls([self.master, *self.params], **optimizer_kwargs)")),
-         loses={"test_shard_range", "test_zero1_state_bytes"}),
+                "self.optimizer = optimizer_cls([self.master, *self.params], **optimizer_kwargs)"),
+        replace("ZeroStage1Optimizer", MEAN, "return grad  # MUTANT: the sum")),
+         loses={"test_shard_range", "test_zero1_state_bytes", "test_zero1_equals_ddp"},
+         says=("the reduce-scatter's sum was not divided by N", "state for the whole model?")),
     # The gradient all-reduced whole, of which the rank keeps its chunk (what Gloo does inside its reduce-scatter):
-    # the same parameters, twice the reduce-scatter's bytes with a ring.
-    Case("all_reduce_instead_of_reduce_scatter",
-         replace("ZeroStage1Optimizer", SCATTER, "        dist.all_reduce(flat)\n"
-                 "        grad.copy_(flat.view(self.world_size, -1)[dist.get_rank()])\n"),
-         loses={"test_zero1_traffic"}),
+    # the same parameters, twice the reduce-scatter's bytes with a ring. A second optimizer over the whole model,
+    # stepped beside the sharded one: right parameters (the all-gather overwrites what it moved) and the right
+    # sharded state, but the object holds a full model's state besides. And the master cut with torch.chunk, right
+    # while every rank owns elements, but chunk returns fewer than N pieces when P < N: the last ranks fail.
+    Case("all_reduce_instead_of_reduce_scatter_second_full_optimizer_and_chunked_master", chain(
+        replace("ZeroStage1Optimizer", SCATTER, "        dist.all_reduce(flat)\n"
+                "        grad.copy_(flat.view(self.world_size, -1)[dist.get_rank()])\n"),
+        replace("ZeroStage1Optimizer", OPTIMIZER,
+                OPTIMIZER + "\n        self.whole = optimizer_cls(self.params, **optimizer_kwargs)  # MUTANT"),
+        replace("ZeroStage1Optimizer", UPDATE, UPDATE + "        self.whole.step()\n"),
+        replace("ZeroStage1Optimizer", MASTER,
+                "owned = flat.chunk(self.world_size)[dist.get_rank()]")),
+         loses={"test_zero1_traffic", "test_zero1_state_bytes", "test_zero1_equals_ddp"},
+         says=("a second optimizer or a copy of the model kept?", "expected one reduce-scatter, then one all-gather")),
 ]

@@ -1,0 +1,73 @@
+"""Derivations graded as derivations: the closed form a student must derive is printed nowhere in the release.
+
+Each entry names a graded function whose answer is a formula, and the ways that formula would be written: in LaTeX
+in a markdown cell, or as code in a demo or in a test. The student's release (course/, every cell, markdown and
+code) must contain none of them; the solution notebook's own solution region must contain at least one, so that the
+list describes the answer it guards and the scan could fail.
+
+Forms are compared after `normal`: no whitespace, no LaTeX backslashes, braces or dollar signs, lower case. So
+`$K^* = \\sqrt{C/\\alpha}$`, `\\sqrt{C / \\alpha}` and `sqrt(C / alpha)` all contain `sqrtc/alpha` or
+`sqrt(c/alpha)`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from tests.common import ROOT, lab_params, notebook
+from tests.corpus.common import SOLUTION, cells, solution_notebook
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A graded closed form: the solution cell that computes it and the ways it could be printed."""
+
+    grade_id: str  # the solution cell
+    forms: tuple[str, ...]  # written as `normal` leaves them
+
+
+DERIVATIONS = {
+    # 4.1: the best bucket count, in its two regimes: the K of equal terms, (C - beta' M) / alpha, with its
+    # condition, and the communication-bound term's own minimum, sqrt(C / alpha), with T = beta' M + 2 sqrt(alpha C).
+    "04_bucketed_ddp": Derivation("best_bucket_count", (
+        "fracc-beta'malpha", "(c-beta'm)/alpha", "(c-beta*m)/alpha", "d/alpha", "fracdalpha",
+        "sqrtc/alpha", "sqrt(c/alpha)", "(c/alpha)**0.5", "(c/alpha)**(1/2)",
+        "sqrtalphac", "sqrt(alpha*c)", "(alpha*c)**0.5", "fracalphacc-beta'm", "alpha*c/d")),
+    # 6.4: the mean staleness of a run, (N - 1)(1 - N / 2T), and the fixed total N (N - 1) / 2 it comes from.
+    "06_async_staleness": Derivation("mean_staleness", (
+        "1-n/2t", "1-n/(2t)", "1-fracn2t", "n/(2*t)", "fracn2t", "1-n/(2*len", "2*len(staleness)-n",
+        "n(n-1)/2", "fracn(n-1)2", "n*(n-1)/2")),
+}
+
+
+def normal(text: str) -> str:
+    """The text without whitespace, LaTeX backslashes, braces and dollar signs, in lower case."""
+    return re.sub(r"[\s\\{}$]", "", text).lower()
+
+
+def released_text(assignment: str) -> str:
+    """Every cell of the student's release of an assignment, markdown and code, as `normal` leaves it."""
+    release = ROOT / "course" / assignment / solution_notebook(assignment).name
+    return normal("\n".join("".join(cell["source"]) for cell in notebook(release)["cells"]))
+
+
+@pytest.mark.parametrize("assignment", lab_params(sorted(DERIVATIONS)))
+def test_no_derived_closed_form_is_printed_in_the_release(assignment: str) -> None:
+    derivation = DERIVATIONS[assignment]
+    text = released_text(assignment)
+    printed = [form for form in derivation.forms if form in text]
+    assert not printed, (f"course/{assignment} prints the closed form that {derivation.grade_id} must derive: "
+                         f"{printed} (move it out of the release, or into the solution region)")
+
+
+@pytest.mark.parametrize("assignment", lab_params(sorted(DERIVATIONS)))
+def test_the_forms_describe_the_solution(assignment: str) -> None:
+    """The solution region of the graded cell computes one of the forms: the scan above is not vacuous."""
+    derivation = DERIVATIONS[assignment]
+    cell = cells(notebook(solution_notebook(assignment)))[derivation.grade_id]
+    solution = normal("".join(m[0] for m in SOLUTION.finditer("".join(cell["source"]))))
+    assert any(form in solution for form in derivation.forms), (
+        f"none of the forms listed for {derivation.grade_id} occurs in its solution: {derivation.forms}")
