@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import autograder.reference as reference
+import benchmark.reference as reference
 from tests.common import source
 from tests.corpus.common import solution_notebook
 from utils.collective_calls import Call, CallRecorder
