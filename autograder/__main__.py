@@ -19,6 +19,7 @@ from autograder import grade, gradebook
 from autograder.exchange import STEPS, exchange_step
 from autograder.export import export
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
+from autograder.sandbox import Limits
 
 INTERRUPTED = 130  # the exit status of a program stopped by Ctrl-C (128 + SIGINT)
 
@@ -60,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("--root", type=Path, default=REPO_ROOT, help="course root holding course/ and utils/")
     args = parser.parse_args(argv)
     workers = getattr(args, "workers", None)  # None: one per core
-    if (workers is not None and workers < 1) or getattr(args, "timeout", 1) <= 0:
-        parser.error("--workers must be >= 1 and --timeout > 0")
+    if (workers is not None and workers < 1) or getattr(args, "timeout", 1) <= 0 or getattr(args, "memory", 1) <= 0:
+        parser.error("--workers must be >= 1, --timeout and --memory > 0")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     root = getattr(args, "root", REPO_ROOT).resolve()
     start = time.perf_counter()
@@ -112,6 +113,10 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast", action="store_true", help="set COURSE_FAST=1 for the grading kernels")
     parser.add_argument("--fresh", action="store_true",
                         help="grade everything again (default: keep what an earlier run in the out folder graded)")
+    parser.add_argument("--memory", type=float, default=Limits.memory_bytes / (1 << 30), metavar="GB",
+                        help="memory bound of one submission, its kernel and ranks together (default: %(default)g)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run submissions unconfined, with the grader's rights (results say 'not sandboxed')")
 
 
 def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -> None:
@@ -124,7 +129,8 @@ def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -
         results = grade.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
                                     cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
                                     shard=getattr(args, "shard", None),
-                                    env={"COURSE_FAST": "1"} if args.fast else None)
+                                    env={"COURSE_FAST": "1"} if args.fast else None,
+                                    sandbox=None if args.no_sandbox else Limits(int(args.memory * (1 << 30))))
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(grade.format_table(results))

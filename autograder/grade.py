@@ -54,6 +54,7 @@ from autograder.pipeline import (
     run_nbgrader,
 )
 from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
+from autograder.sandbox import DEFAULT_LIMITS, NOT_SANDBOXED, Box, Limits, require
 from autograder.tamper import find_tampering, meta, reported_by_nbgrader
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -205,8 +206,11 @@ def prepare_template(assignments: list[str], work: Path, root: Path = REPO_ROOT)
 
 
 def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_timeout: float | None = None,
-              env: Mapping[str, str] | None = None) -> Result:
-    """Grade one submission in its own course root (a copy of the template's gradebook); never raises."""
+              env: Mapping[str, str] | None = None, sandbox: Limits | None = DEFAULT_LIMITS) -> Result:
+    """Grade one submission in its own course root (a copy of the template's gradebook); never raises.
+
+    Its kernel runs in the sandbox (autograder/sandbox/) within the limits `sandbox`; None: unconfined.
+    """
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"grade-{entry.student}-", dir=work))
     result = Result(entry.student, entry.assignment, FAILED, 0.0, 0.0, 0.0, root=root)
@@ -229,8 +233,14 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
                 "--OverwriteCells.add_missing_cells=True"]  # a deleted test cell is put back and run
         if cell_timeout is not None:
             args.append(f"--Execute.timeout={int(cell_timeout)}")
-        run = run_nbgrader("autograde", *args, root=root, env=env, check=False,
-                           timeout=max(1.0, timeout - (time.monotonic() - start)))
+        box = Box.open(root, sandbox)
+        try:
+            run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
+                               env={**(env or {}), **box.env(course_dir(root, "autograded") / entry.student /
+                                                             entry.assignment)},
+                               timeout=max(1.0, timeout - (time.monotonic() - start)))
+        finally:
+            result.notes += box.close()
         result.tag = run.tag
         (root / "nbgrader.log").write_text(run.log)
         if run.returncode is None:
@@ -340,13 +350,16 @@ def fingerprint(entry: Entry) -> str:
 def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = 600.0,
                 cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
                 root: Path = REPO_ROOT, progress: Callable[[str], None] = print,
-                shard: tuple[int, int] | None = None, fresh: bool = False) -> list[Result]:
+                shard: tuple[int, int] | None = None, fresh: bool = False,
+                sandbox: Limits | None = DEFAULT_LIMITS) -> list[Result]:
     """Grade every submission; write out/gradebook.db, grades.csv, lms-grades.csv, autograded/ and feedback/.
 
     `workers` submissions are graded at once (default: one per core), each within `timeout` seconds;
     `cell_timeout` overrides nbgrader's per-cell limit; `env` reaches the grading kernels (e.g.
     {"COURSE_FAST": "1"}); `progress` gets one line per finished submission. `shard` (i, n) grades only the
-    students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders.
+    students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders. Every
+    kernel runs sandboxed within the limits `sandbox` (PipelineError if no sandbox can be made here); None grades
+    unconfined, and every result then says "not sandboxed".
 
     A run resumes: what `out` holds from an earlier run of the same submissions is kept, and only the rest is
     graded (a submission whose files changed is graded again); `fresh` grades everything anew. The CSVs are
@@ -354,6 +367,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
     submission is stopped with all its processes, and the KeyboardInterrupt goes on to the caller.
     """
     workers = workers or default_workers()
+    if sandbox is not None:
+        require()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
@@ -373,7 +388,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
             # The class gradebook starts from the template, or gains the template's new assignments.
             gradebook.add_gradebook(out / "gradebook.db", template / "gradebook.db", "this run")
             _grade_all(todo, prints, template, work, out, results, workers=workers, timeout=timeout,
-                       cell_timeout=cell_timeout, env=env, progress=progress)
+                       cell_timeout=cell_timeout, env=env, progress=progress, sandbox=sandbox)
         ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
         write_feedback(ordered, out)
         _copy_exchange_files(entries, out)
@@ -385,7 +400,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
 
 def _grade_all(todo: list[Entry], prints: dict[tuple[str, str], str], template: Path, work: Path, out: Path,
                results: dict[tuple[str, str], Result], *, workers: int, timeout: float, cell_timeout: float | None,
-               env: Mapping[str, str] | None, progress: Callable[[str], None]) -> None:
+               env: Mapping[str, str] | None, progress: Callable[[str], None], sandbox: Limits | None) -> None:
     """Grade `todo` on `workers` threads into out, adding to `results`; on Ctrl-C stop everything, then re-raise.
 
     Every process of the run carries the run's tag (autograder.processes), so that an interrupt finds and stops
@@ -398,7 +413,8 @@ def _grade_all(todo: list[Entry], prints: dict[tuple[str, str], str], template: 
     def one(entry: Entry) -> Result | None:
         if stop.is_set():  # interrupted before this one started
             return None
-        return grade_one(entry, template, work, timeout=timeout, cell_timeout=cell_timeout, env={**(env or {}), **tag})
+        return grade_one(entry, template, work, timeout=timeout, cell_timeout=cell_timeout, env={**(env or {}), **tag},
+                         sandbox=sandbox)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, e) for e in todo]
@@ -532,4 +548,5 @@ def summary(results: list[Result]) -> str:
     count = {s: sum(r.status == s for r in results) for s in (GRADED, FAILED, TIMED_OUT)}
     tampered = [f"{r.student}/{r.assignment}" for r in results if r.tampered]
     line = f"{count[GRADED]} graded, {count[FAILED]} failed, {count[TIMED_OUT]} timed out"
-    return line + (f"; tampering found in {len(tampered)}: {', '.join(tampered)}" if tampered else "")
+    line += f"; tampering found in {len(tampered)}: {', '.join(tampered)}" if tampered else ""
+    return line + (f"; {NOT_SANDBOXED}" if any(NOT_SANDBOXED in r.notes for r in results) else "")

@@ -129,6 +129,12 @@ def launch(
         RankHangError: not every rank finished within `timeout`; the message says where each was blocked.
     """
     _check_arguments(fn, world_size, timeout, threads)
+    # Grading only (autograder/sandbox/): once this submission's launches have spent the budget hung, the rest
+    # fail at once, so a submission that deadlocks everywhere is graded in bounded time with its other points.
+    ledger, budget = os.environ.get("AUTOGRADER_HANG_LEDGER"), float(os.environ.get("AUTOGRADER_HANG_BUDGET_S", 0))
+    if ledger and os.path.exists(ledger) and (spent := sum(map(float, open(ledger).read().split()))) >= budget:
+        raise RankHangError(f"not run: this submission's launches have already hung for {spent:.0f} s", {})
+    started = time.monotonic()
     if "TORCHELASTIC_RUN_ID" in os.environ:
         torch.set_num_threads(threads)
         return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)
@@ -152,6 +158,11 @@ def launch(
         )
         _supervise(ranks, relay, deadline=time.monotonic() + timeout, timeout=timeout)
         return [_load_result(run_dir, rank) for rank in range(world_size)]
+    except (RankHangError, KeyboardInterrupt):  # a hang, or nbgrader's interrupt at its cell timeout
+        if ledger:
+            with open(ledger, "a") as fh:
+                fh.write(f"{time.monotonic() - started:.1f}\n")
+        raise
     finally:
         if ranks is not None:
             ranks.kill_all()

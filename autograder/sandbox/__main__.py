@@ -1,0 +1,86 @@
+"""The grading kernel's launcher: the argv of the grading-only kernelspec (autograder/sandbox/__init__.py).
+
+    python -m autograder.sandbox python -m ipykernel_launcher -f CONNECTION_FILE
+
+jupyter_client starts this instead of the kernel. It reads its settings from AUTOGRADER_SANDBOX (JSON: the
+cgroup folders, what may be read and written, the kernel's environment), then:
+
+1. joins the submission's cgroup (memory and process bounds; the grader kills what is left in it at the end);
+2. enters new mount, PID, network, IPC and UTS namespaces, and forks the namespace's init;
+3. the init mounts a fresh /proc (only the submission's own processes) and a private /dev/shm, brings up
+   loopback (the only interface of the new network namespace), and forks the kernel;
+4. the kernel drops every capability, applies Landlock (landlock.py) and execs ipykernel.
+
+When the kernel exits, the init exits with its status, and Linux kills every other process of the namespace:
+nothing the submission started, a daemon in a new session included, outlives its kernel. The init and this
+launcher pass on the kernel's exit status, ignore the SIGINT that interrupts a cell (jupyter_client signals the
+whole process group, and the kernel gets it directly), and die with their parent (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from autograder.sandbox import landlock
+from autograder.sandbox import namespaces as ns
+
+
+def _ignore_interrupt() -> None:
+    # A handler, not SIG_IGN: an ignored signal stays ignored across exec, and the kernel must see its SIGINT.
+    signal.signal(signal.SIGINT, lambda *_: None)
+
+
+def _exit_like(status: int) -> None:
+    """Exit the way the waited-for child did (its code, or 128 + its signal, as a shell reports it)."""
+    code = os.waitstatus_to_exitcode(status)  # -N for a signal N
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def run_kernel(config: dict, argv: list[str]) -> None:
+    """In the new namespaces' first child (PID 1): mount, bring up lo, fork the kernel, reap until it ends."""
+    ns.die_with_parent()
+    ns.mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)  # nothing mounted here propagates out
+    ns.mount("proc", "/proc", "proc", ns.MS_NOSUID | ns.MS_NODEV | ns.MS_NOEXEC)
+    ns.mount("tmpfs", "/dev/shm", "tmpfs", ns.MS_NOSUID | ns.MS_NODEV, "mode=1777")
+    ns.loopback_up()
+    kernel = os.fork()
+    if kernel == 0:
+        try:
+            ns.drop_capabilities()
+            landlock.restrict(config["read"], config["write"])
+            os.execve(argv[0], argv, {**os.environ, **config["env"]})
+        except BaseException as exc:  # noqa: BLE001  (the kernel never started: say why in nbgrader's log)
+            print(f"autograder sandbox: the kernel could not start: {exc!r}", file=sys.stderr, flush=True)
+            os._exit(127)
+    while True:  # PID 1 reaps every orphan of the namespace, until the kernel itself ends
+        pid, status = os.wait()
+        if pid == kernel:
+            _exit_like(status)
+
+
+def main(argv: list[str]) -> None:
+    """Join the cgroup, unshare, fork the init (run_kernel) and pass on its exit status."""
+    config = json.loads(os.environ.pop(ns.CONFIG_VARIABLE))
+    os.environ.pop("PYTHONPATH", None)  # it only served to find this module; the kernel imports from its venv
+    # ipykernel exits when its parent is no longer JPY_PARENT_PID: its parent is now the namespace's init, and
+    # it dies with it anyway (a PID namespace ends with its init).
+    os.environ.pop("JPY_PARENT_PID", None)
+    for folder in config["cgroup"]:
+        Path(folder, "cgroup.procs").write_text(str(os.getpid()))
+    _ignore_interrupt()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))  # the init dies with us
+    ns.unshare()
+    init = os.fork()
+    if init == 0:
+        _ignore_interrupt()
+        run_kernel(config, argv)
+    _, status = os.waitpid(init, 0)
+    _exit_like(status)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
