@@ -6,14 +6,17 @@
     run_nbgrader("autograde", ..., *box.args, env={**env, **box.env})
     notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
 
-What the kernel may do (__main__.py, the kernel launcher, sets it up): read the Python environment (its lib/ and
-bin/, not the rest of a venv: the Makefile's exchange lives in .venv/share/), the course runtime utils/, the
-system's /usr, /lib, /etc, /proc and /sys, and its own notebook folder (autograded/<student>/<assignment>/);
-write only its scratch folder (HOME and TMPDIR are in it, /dev/shm is private); reach only loopback (a network
-namespace of its own); use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
-The course root it runs in (the gradebook, source/, submitted/), the repository's solutions/, tests/ and autograder/, other submissions and
-everything else are out of its reach. nbgrader itself runs outside and talks to the kernel over Unix sockets in
-the scratch folder (jupyter_client's ipc transport: TCP on the grader's loopback is in another namespace).
+What the kernel may do (__main__.py, the kernel launcher, sets it up):
+- read the Python environment (its lib/ and bin/, not the rest of a venv: the Makefile's exchange lives in
+  .venv/share/), the course runtime utils/, the system's /usr, /lib, /etc, /proc and /sys, and its own notebook
+  folder (autograded/<student>/<assignment>/);
+- write only its scratch folder (HOME and TMPDIR are in it; /dev/shm is a private one);
+- reach only loopback (a network namespace of its own);
+- use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
+The course root it runs in (the gradebook, source/, submitted/), the repository's solutions/, tests/ and
+autograder/, other submissions and everything else are out of its reach. nbgrader itself runs outside and talks
+to the kernel over Unix sockets in the scratch folder (jupyter_client's ipc transport: TCP on the grader's
+loopback is in another network namespace).
 
 Without a sandbox (`--no-sandbox`) a Box still gives the scratch folder and the hang ledger (HANG_LEDGER), and
 says "not sandboxed".
