@@ -153,6 +153,7 @@ class Box:
             return env
         inside = {"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"), **env}
         config = {"cgroup": [str(f) for f in self.group.folders], "env": inside,
+                  "memory_bytes": self.limits.memory_bytes,
                   "read": [str(p) for p in [*readable_runtime(), notebook_folder]],
                   "write": [str(self.scratch), "/dev/null", "/dev/shm"]}
         return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.scratch / "rt"),

@@ -9,7 +9,8 @@ cgroup folders, what may be read and written, the kernel's environment), then:
 2. enters new mount, PID, network, IPC and UTS namespaces, and forks the namespace's init;
 3. the init mounts a fresh /proc (only the submission's own processes) and a private /dev/shm, brings up
    loopback (the only interface of the new network namespace), and forks the kernel;
-4. the kernel drops every capability, applies Landlock (landlock.py) and execs ipykernel.
+4. the kernel bounds its own data (RLIMIT_DATA), drops every capability, applies Landlock (landlock.py) and
+   execs ipykernel; the init marks every other process as the first to stop at the memory bound.
 
 When the kernel exits, the init exits with its status, and Linux kills every other process of the namespace:
 nothing the submission started, a daemon in a new session included, outlives its kernel. The init and this
@@ -21,12 +22,20 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import sys
+import time
 from pathlib import Path
 
 from autograder.sandbox import landlock
 from autograder.sandbox import namespaces as ns
+
+# The kernel's own data (heap and anonymous memory) stops at this share of the submission's bound: past it an
+# allocation fails in the cell (MemoryError, or torch's "not enough memory") and the kernel lives on. The rest is
+# left for its code, files and ranks; at the bound itself the out-of-memory killer stops a rank (_mark_victims).
+KERNEL_DATA_SHARE = 7 / 8
+VICTIM_SCAN_S = 0.2  # how often the init marks new processes as the out-of-memory killer's victims
 
 
 def _ignore_interrupt() -> None:
@@ -50,16 +59,37 @@ def run_kernel(config: dict, argv: list[str]) -> None:
     kernel = os.fork()
     if kernel == 0:
         try:
+            data = int(config["memory_bytes"] * KERNEL_DATA_SHARE)
+            resource.setrlimit(resource.RLIMIT_DATA, (data, data))
             ns.drop_capabilities()
             landlock.restrict(config["read"], config["write"])
             os.execve(argv[0], argv, {**os.environ, **config["env"]})
         except BaseException as exc:  # noqa: BLE001  (the kernel never started: say why in nbgrader's log)
             print(f"autograder sandbox: the kernel could not start: {exc!r}", file=sys.stderr, flush=True)
             os._exit(127)
+    marked: set[int] = set()
     while True:  # PID 1 reaps every orphan of the namespace, until the kernel itself ends
-        pid, status = os.wait()
+        pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == kernel:
             _exit_like(status)
+        if pid == 0:
+            _mark_victims(kernel, marked)
+            time.sleep(VICTIM_SCAN_S)
+
+
+def _mark_victims(kernel: int, marked: set[int]) -> None:
+    """Make every process of the namespace but the init and the kernel the out-of-memory killer's first choice.
+
+    At the cgroup's memory bound Linux kills one process, the one with the highest score: a rank, then, and not the
+    kernel, whose death would lose every cell nbgrader has run (nbclient gives up on a dead kernel).
+    """
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in marked and int(entry) not in (1, kernel):
+            try:
+                Path("/proc", entry, "oom_score_adj").write_text("1000")
+                marked.add(int(entry))
+            except OSError:  # gone already
+                pass
 
 
 def main(argv: list[str]) -> None:
