@@ -54,7 +54,7 @@ from autograder.pipeline import (
     run_nbgrader,
 )
 from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
-from autograder.sandbox import DEFAULT_LIMITS, NOT_SANDBOXED, Box, Limits, require
+from autograder.sandbox import DEFAULT_LIMITS, NOT_SANDBOXED, Box, Limits, describe, require
 from autograder.tamper import find_tampering, meta, reported_by_nbgrader
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -382,7 +382,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
         todo = [e for e in entries if (e.assignment, e.student) not in results]
         where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
         progress(f"{where}grading {len(todo)} submissions ({len(results)} kept from an earlier run) with "
-                 f"{workers} workers, at most {timeout:g} s each")
+                 f"{workers} workers, at most {timeout:g} s each, {describe(sandbox)}")
         if todo:
             template = prepare_template(sorted({e.assignment for e in todo}), work, root)
             # The class gradebook starts from the template, or gains the template's new assignments.

@@ -15,7 +15,7 @@ What the kernel may do (__main__.py, the kernel launcher, sets it up):
 - use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
 The course root it runs in (the gradebook, source/, submitted/), the repository's solutions/, tests/ and
 autograder/, other submissions and everything else are out of its reach. nbgrader itself runs outside and talks
-to the kernel over Unix sockets in the scratch folder (jupyter_client's ipc transport: TCP on the grader's
+to the kernel over Unix sockets in a folder of their own (jupyter_client's ipc transport: TCP on the grader's
 loopback is in another network namespace).
 
 Without a sandbox (`--no-sandbox`) a Box still gives the scratch folder and the hang ledger (HANG_LEDGER), and
@@ -29,10 +29,10 @@ import os
 import shutil
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.pipeline import PipelineError
 from autograder.sandbox import landlock
 from autograder.sandbox.cgroup import CgroupError, Group
 from autograder.sandbox.namespaces import CONFIG_VARIABLE, NAMESPACES, unshare
@@ -86,8 +86,18 @@ def missing() -> list[str]:
 
 def require() -> None:
     """Raise PipelineError, saying what is missing and what --no-sandbox does, when no sandbox can be made here."""
+    from autograder.pipeline import PipelineError  # not at the top: the kernel launcher imports this package
+
     if lacks := missing():
         raise PipelineError(refusal(lacks))
+
+
+def describe(limits: Limits | None) -> str:
+    """How the submissions run, for the first line of a grading run."""
+    if limits is None:
+        return f"{NOT_SANDBOXED.upper()} (--no-sandbox: every submission runs with the grader's rights)"
+    return (f"sandboxed (Landlock ABI {landlock.abi_version()}, namespaces, a cgroup of {limits.memory_words()} and "
+            f"{limits.processes} tasks each)")
 
 
 def refusal(lacks: list[str]) -> str:
@@ -118,15 +128,17 @@ class Box:
     scratch: Path
     limits: Limits | None  # None: not sandboxed
     group: Group | None = None
+    sockets: Path | None = None  # its connection file and Unix sockets: a short path (sun_path holds 108 bytes)
 
     @classmethod
     def open(cls, root: Path, limits: Limits | None) -> Box:
         """Make the scratch folder in the course root `root` (and, with `limits`, the cgroup and kernelspec)."""
         scratch = Path(root).resolve() / ".sb"
-        for sub in ("home", "tmp", "rt"):
+        for sub in ("home", "tmp"):
             (scratch / sub).mkdir(parents=True)
         box = cls(scratch, limits)
         if limits is not None:
+            box.sockets = Path(tempfile.mkdtemp(prefix="ag-"))
             box.group = Group.create(limits.memory_bytes, limits.processes)
             spec = scratch / "jupyter" / "kernels" / KERNEL_NAME
             spec.mkdir(parents=True)
@@ -139,12 +151,12 @@ class Box:
 
     @property
     def args(self) -> list[str]:
-        """nbgrader's options: the sandboxed kernelspec, over Unix sockets in the scratch folder."""
+        """nbgrader's options: the sandboxed kernelspec, over Unix sockets in `sockets`."""
         if self.limits is None:
             return []
         return ["--Execute.kernel_name=" + KERNEL_NAME, "--KernelManager.transport=ipc",
-                f"--KernelManager.ip={self.scratch / 'rt' / 'k'}",
-                f"--KernelManager.connection_file={self.scratch / 'rt' / 'kernel.json'}"]
+                f"--KernelManager.ip={self.sockets / 'k'}",
+                f"--KernelManager.connection_file={self.sockets / 'k.json'}"]
 
     def env(self, notebook_folder: Path) -> dict[str, str]:
         """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
@@ -155,8 +167,8 @@ class Box:
         config = {"cgroup": [str(f) for f in self.group.folders], "env": inside,
                   "memory_bytes": self.limits.memory_bytes,
                   "read": [str(p) for p in [*readable_runtime(), notebook_folder]],
-                  "write": [str(self.scratch), "/dev/null", "/dev/shm"]}
-        return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.scratch / "rt"),
+                  "write": [str(self.scratch), str(self.sockets), "/dev/null", "/dev/shm"]}
+        return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.sockets),
                 CONFIG_VARIABLE: json.dumps(config)}
 
     def close(self) -> list[str]:
@@ -172,4 +184,5 @@ class Box:
         finally:
             self.group.remove()
             shutil.rmtree(self.scratch, ignore_errors=True)
+            shutil.rmtree(self.sockets, ignore_errors=True)
         return notes
