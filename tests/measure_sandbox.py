@@ -1,6 +1,6 @@
 """The sandbox's cost: a lab's corpus graded with and without it, in one run, in both orders.
 
-    python -m tests.measure_sandbox [ASSIGNMENT ...]     (default: 00_ranks_and_alpha_beta)
+    python -m tests.measure_sandbox [ASSIGNMENT [CASE,CASE,...]]     (default: lab 00, all its cases)
 
 Four passes over the same submissions (the lab's corpus without the hostile cases, which run only sandboxed):
 on, off, off, on, so that a machine that gets busier or quieter during the run weighs on both alike. Each pass is
@@ -30,13 +30,12 @@ def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Resu
     return sum(r.seconds for r in results), results
 
 
-def main(assignments: list[str]) -> None:
+def main(assignment: str, names: set[str] | None) -> None:
     with tempfile.TemporaryDirectory(prefix="measure-subs-") as subs:
         hostile_names = {c.name for c in hostile.CASES}
-        for assignment in assignments:
-            for case in cases(assignment):
-                if case.name not in hostile_names:
-                    write_case(Path(subs), assignment, case)
+        for case in cases(assignment):
+            if case.name not in hostile_names and (names is None or case.name in names):
+                write_case(Path(subs), assignment, case)
         sums: dict[bool, list[float]] = {True: [], False: []}
         scores: dict[bool, list[dict]] = {True: [], False: []}
         for sandboxed in (True, False, False, True):
@@ -53,4 +52,5 @@ def main(assignments: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or [hostile.ASSIGNMENT])
+    main(sys.argv[1] if len(sys.argv) > 1 else hostile.ASSIGNMENT,
+         set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None)

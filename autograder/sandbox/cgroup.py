@@ -9,12 +9,12 @@ so a grader that runs inside a container's or a batch job's cgroup stays inside 
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from autograder.processes import kill_until_gone
 
 MOUNT = Path("/sys/fs/cgroup")
 
@@ -115,17 +115,7 @@ class Group:
         A process cannot leave the group by itself (the sandbox cannot write to /sys/fs/cgroup), and the pids
         bound keeps a fork bomb from outrunning the loop.
         """
-        killed: set[int] = set()
-        end = time.monotonic() + wait
-        while (pids := self.pids()) and time.monotonic() < end:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.02)
-        return len(killed)
+        return len(kill_until_gone(self.pids, wait, pause=0.02))
 
     def remove(self) -> None:
         """Kill what is left and remove the group's folders."""
