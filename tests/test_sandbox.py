@@ -131,7 +131,7 @@ def outputs(grading: GradingRun, student: str) -> str:
     for nb in autograded(grading, ASSIGNMENT, student):
         for cell in nb["cells"]:
             for out in cell.get("outputs", []):
-                texts += [str(out.get("text", "")), str(out.get("evalue", "")), str(out.get("data", ""))]
+                texts += ["".join(out.get("text", "")), str(out.get("evalue", "")), json.dumps(out.get("data", {}))]
     assert texts, f"{student}: no autograded notebook, or no output at all"
     return "\n".join(texts)
 
@@ -140,13 +140,18 @@ def reports(grading: GradingRun) -> list[str]:
     return [line[len(REPORT):] for line in outputs(grading, "hostile").splitlines() if line.startswith(REPORT)]
 
 
-def answers() -> list[str]:
-    """Lines of lab 00's solutions and hidden tests that appear nowhere in the student release."""
-    source = "".join("".join(c["source"]) for c in json.loads(solution_notebook(ASSIGNMENT).read_text())["cells"])
+def answers(grading: GradingRun, student: str) -> list[str]:
+    """Lines of lab 00's solutions and hidden tests that are neither in the student release nor in the
+    submission itself (a solved exercise's feedback shows the student's own solution)."""
+    solution = json.loads(solution_notebook(ASSIGNMENT).read_text())
+    source = "\n".join("".join(c["source"]) for c in solution["cells"])
+    submitted = grading.cases[(ASSIGNMENT, student)].make(solution)
+    own = "\n".join("".join(c["source"]) for c in submitted["cells"])
     release = (ROOT / "course" / ASSIGNMENT / solution_notebook(ASSIGNMENT).name).read_text()
     regions = [m[0] for pattern in (SOLUTION, HIDDEN) for m in pattern.finditer(source)]
     lines = {line.strip() for region in regions for line in region.splitlines()}
-    found = [line for line in lines if len(line) >= 25 and "###" not in line and json.dumps(line)[1:-1] not in release]
+    found = [line for line in lines if len(line) >= 25 and "###" not in line and line not in own
+             and json.dumps(line)[1:-1] not in release]
     assert len(found) > 20, found
     return found
 
@@ -158,7 +163,7 @@ def test_no_answer_reaches_a_hostile_submission(grading: GradingRun, student: st
     pages = sorted((course_dir(grading.out, "feedback") / student / ASSIGNMENT).glob("*.html"))
     feedback = "\n".join(html.unescape(re.sub(r"<[^>]+>", "", p.read_text())) for p in pages)
     for text, where in ((printed, "its output"), (feedback, "its feedback")):
-        leaked = [line for line in answers() if line in text]
+        leaked = [line for line in answers(grading, student) if line in text]
         assert not leaked, f"{student}: {len(leaked)} lines of the answers in {where}, e.g. {leaked[:3]}"
 
 
