@@ -62,7 +62,10 @@ def run_kernel(config: dict, argv: list[str]) -> None:
             data = int(config["memory_bytes"] * KERNEL_DATA_SHARE)
             resource.setrlimit(resource.RLIMIT_DATA, (data, data))
             ns.drop_capabilities()
-            landlock.restrict(config["read"], config["write"])
+            abi = landlock.restrict(config["read"], config["write"])
+            # Into nbgrader's log (grading-logs/): the instructor's evidence that this kernel ran confined.
+            print(f"autograder sandbox: kernel confined (Landlock ABI {abi}; mount, PID and network namespaces; "
+                  f"a cgroup of {config['memory_bytes'] / (1 << 30):g} GB)", flush=True)
             os.execve(argv[0], argv, {**os.environ, **config["env"]})
         except BaseException as exc:  # noqa: BLE001  (the kernel never started: say why in nbgrader's log)
             print(f"autograder sandbox: the kernel could not start: {exc!r}", file=sys.stderr, flush=True)
