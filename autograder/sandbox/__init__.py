@@ -3,7 +3,7 @@
     limits = Limits(memory_bytes=8 << 30)
     require()                                   # PipelineError naming what is missing, when no sandbox can be made
     box = Box.open(root, limits)                # a submission's scratch folder, cgroup and kernelspec
-    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env})
+    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env(notebook_folder)})
     notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
 
 What the kernel may do (__main__.py, the kernel launcher, sets it up):
