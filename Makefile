@@ -96,9 +96,10 @@ lint: $(STAMP)  ## ruff over utils, tests, autograder, benchmark, classroom and 
 release: $(STAMP)  ## regenerate course/ from solutions/
 	$(BIN)/python -m autograder release
 
-autograde: $(STAMP)  ## grade submitted/ (as `make grade` does) into gradebook.db, grades.csv, feedback/
-	$(BIN)/python -m autograder autograde
+autograde: $(STAMP)  ## grade submitted/ (as `make grade` does) into gradebook.db, grades.csv, feedback/ [GRADE_ARGS=...]
+	$(BIN)/python -m autograder autograde $(GRADE_ARGS)
 
+# Both refuse where no sandbox can be made, unless GRADE_ARGS=--no-sandbox (README: "The grading sandbox").
 grade: $(STAMP)  ## grade a class in parallel: make grade [SUBMISSIONS=submitted] [GRADE_ARGS="--out graded"]
 	$(BIN)/python -m autograder grade $(or $(SUBMISSIONS),submitted) $(GRADE_ARGS)
 

@@ -1,7 +1,8 @@
 """Command line: python -m autograder {release,autograde,feedback} [--root PATH].
 
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
-[--shard I/N] [--fresh] (see autograder/class_run.py); `merge OUT SHARD...` joins shards (autograder/gradebook.py).
+[--shard I/N] [--fresh] [--memory GB] [--no-sandbox] (see autograder/class_run.py and autograder/sandbox/);
+`merge OUT SHARD...` joins shards (autograder/gradebook.py).
 `autograde` is the same grading, of <root>/submitted into <root>. nbgrader's exchange: `release-lab`, `collect`,
 `return-feedback` LAB (classroom/exchange.py). The student edition: `export OUT` (classroom/export.py).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from autograder import class_run, gradebook, reports
 from autograder.grade import check_limits
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
+from autograder.sandbox import Limits
 from classroom.exchange import STEPS, exchange_step
 from classroom.export import export
 from utils.timeouts import CELL_S, SUBMISSION_S
@@ -31,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "workers", None) is not None and args.workers < 1:  # None: one per core
         parser.error("--workers must be >= 1")
+    if getattr(args, "memory", 1) <= 0:
+        parser.error("--memory must be > 0")
     if hasattr(args, "timeout"):
         try:
             check_limits(args.cell_timeout, args.timeout)
@@ -112,6 +116,10 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast", action="store_true", help="set COURSE_FAST=1 for the grading kernels")
     parser.add_argument("--fresh", action="store_true",
                         help="grade everything again (default: keep what an earlier run in the out folder graded)")
+    parser.add_argument("--memory", type=float, default=Limits.memory_bytes / (1 << 30), metavar="GB",
+                        help="memory bound of one submission, its kernel and ranks together (default: %(default)g)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run submissions unconfined, with the grader's rights (results say 'not sandboxed')")
 
 
 # ---- the steps: each takes the parsed arguments and prints what it did ------------------------------------------
@@ -160,7 +168,8 @@ def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -
         results = class_run.grade_class(submissions, out, workers=args.workers, timeout=args.timeout,
                                         cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
                                         shard=getattr(args, "shard", None),
-                                        env={"COURSE_FAST": "1"} if args.fast else None)
+                                        env={"COURSE_FAST": "1"} if args.fast else None,
+                                        sandbox=None if args.no_sandbox else Limits(int(args.memory * (1 << 30))))
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(reports.format_table(results))

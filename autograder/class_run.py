@@ -52,6 +52,7 @@ from autograder.pipeline import (
 )
 from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
 from autograder.reports import result_of, row_of, write_feedback
+from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
 from utils.timeouts import SUBMISSION_S
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -150,13 +151,16 @@ def fingerprint(entry: Entry) -> str:
 def grade_class(submissions: Path, out: Path, *, workers: int | None = None, timeout: float = SUBMISSION_S,
                 cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
                 root: Path = REPO_ROOT, progress: Callable[[str], None] = print,
-                shard: tuple[int, int] | None = None, fresh: bool = False) -> list[Result]:
+                shard: tuple[int, int] | None = None, fresh: bool = False,
+                sandbox: Limits | None = DEFAULT_LIMITS) -> list[Result]:
     """Grade every submission; write out/gradebook.db, grades.csv, lms-grades.csv, autograded/ and feedback/.
 
     `workers` submissions are graded at once (default: one per core), each within `timeout` seconds;
     `cell_timeout` overrides nbgrader's per-cell limit; `env` reaches the grading kernels (e.g.
     {"COURSE_FAST": "1"}); `progress` gets one line per finished submission. `shard` (i, n) grades only the
-    students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders.
+    students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders. Every
+    kernel runs sandboxed within the limits `sandbox` (PipelineError if no sandbox can be made here); None grades
+    unconfined, and every result then says "not sandboxed".
 
     A run resumes: what `out` holds from an earlier run of the same submissions is kept, and only the rest is
     graded (a submission whose files changed is graded again); `fresh` grades everything anew. The CSVs are
@@ -168,6 +172,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
     """
     check_limits(cell_timeout, timeout)
     workers = workers or default_workers()
+    if sandbox is not None:
+        require()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
@@ -181,13 +187,13 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
         todo = [e for e in entries if (e.assignment, e.student) not in results]
         where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
         progress(f"{where}grading {len(todo)} submissions ({len(results)} kept from an earlier run) with "
-                 f"{workers} workers, at most {timeout:g} s each")
+                 f"{workers} workers, at most {timeout:g} s each, {describe(sandbox)}")
         if todo:
             template = prepare_template(sorted({e.assignment for e in todo}), work, root)
             # The class gradebook starts from the template, or gains the template's new assignments.
             gradebook.add_gradebook(out / "gradebook.db", template / "gradebook.db", "this run")
             _grade_all(todo, fingerprints, template, work, out, results, workers=workers, timeout=timeout,
-                       cell_timeout=cell_timeout, env=env, progress=progress)
+                       cell_timeout=cell_timeout, env=env, progress=progress, sandbox=sandbox)
         ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
         write_feedback(ordered, out)
         _copy_exchange_files(entries, out)
@@ -199,7 +205,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
 
 def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], template: Path, work: Path, out: Path,
                results: dict[tuple[str, str], Result], *, workers: int, timeout: float, cell_timeout: float | None,
-               env: Mapping[str, str] | None, progress: Callable[[str], None]) -> None:
+               env: Mapping[str, str] | None, progress: Callable[[str], None], sandbox: Limits | None) -> None:
     """Grade `todo` on `workers` threads into out, adding to `results`; on Ctrl-C stop everything, then re-raise.
 
     Every process of the run carries the run's tag (autograder.processes), so that an interrupt finds and stops
@@ -213,7 +219,7 @@ def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], temp
         if stop.is_set():  # interrupted before this one started
             return None
         return grade_one(entry, template, work, timeout=timeout, cell_timeout=cell_timeout,
-                         env={**(env or {}), **tag_env})
+                         env={**(env or {}), **tag_env}, sandbox=sandbox)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, e) for e in todo]

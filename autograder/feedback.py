@@ -12,6 +12,9 @@ What nbgrader 0.9.6 offers, and what it lacks:
   `RankHangError` saying which rank waited where): what the student needs, and no test code.
 
 The student's own cells keep their whole traceback: it quotes only code the student wrote or was given.
+Hidden regions are cleared from the test cells only (`ClearHiddenTestsOfTests`): nbgrader's ClearHiddenTests reads
+every cell, so a student's cell that merely holds the marker's text ("BEGIN HIDDEN TESTS" in a string) stopped the
+whole feedback with "No end hidden tests statement found".
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 
 
 class TestErrorsOnly(NbGraderPreprocessor):
@@ -31,4 +34,14 @@ class TestErrorsOnly(NbGraderPreprocessor):
             for output in cell.get("outputs", []):
                 if output.output_type == "error":
                     output.traceback = [f"{output.ename}: {output.evalue}"]
+        return cell, resources
+
+
+class ClearHiddenTestsOfTests(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests on the test cells (locked, restored from the source); other cells as they are."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict,
+                        cell_index: int) -> tuple[NotebookNode, ResourcesDict]:
+        if utils.is_grade(cell) and not utils.is_solution(cell):
+            return super().preprocess_cell(cell, resources, cell_index)
         return cell, resources

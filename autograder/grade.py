@@ -30,6 +30,7 @@ from autograder.pipeline import (
     read_score,
     run_nbgrader,
 )
+from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from utils.timeouts import check_grading_limits
 
@@ -132,8 +133,11 @@ def prepare_template(assignments: list[str], work: Path, root: Path = REPO_ROOT)
 
 
 def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_timeout: float | None = None,
-              env: Mapping[str, str] | None = None) -> Result:
-    """Grade one submission in its own course root (a copy of the template's gradebook); never raises."""
+              env: Mapping[str, str] | None = None, sandbox: Limits | None = DEFAULT_LIMITS) -> Result:
+    """Grade one submission in its own course root (a copy of the template's gradebook); never raises.
+
+    Its kernel runs in the sandbox (autograder/sandbox/) within the limits `sandbox`; None: unconfined.
+    """
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"grade-{entry.student}-", dir=work))
     result = Result(entry.student, entry.assignment, FAILED, 0.0, 0.0, 0.0, root=root)
@@ -156,8 +160,14 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
                 "--OverwriteCells.add_missing_cells=True"]  # a deleted test cell is put back and run
         if cell_timeout is not None:
             args.append(f"--Execute.timeout={int(cell_timeout)}")
-        run = run_nbgrader("autograde", *args, root=root, env=env, check=False,
-                           timeout=max(1.0, timeout - (time.monotonic() - start)))
+        box = Box.open(root, sandbox)
+        try:
+            run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
+                               env={**(env or {}), **box.env(course_dir(root, "autograded") / entry.student /
+                                                             entry.assignment)},
+                               timeout=max(1.0, timeout - (time.monotonic() - start)))
+        finally:
+            result.notes += box.close()
         result.tag = run.tag
         (root / "nbgrader.log").write_text(run.log)
         if run.returncode is None:

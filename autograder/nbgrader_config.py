@@ -74,13 +74,14 @@ c.IncludeHeaderFooter.header = str(TEMPLATE / "release_header.ipynb")
 c.ClearOutput.remove_metadata_fields = {"collapsed", "scrolled", "execution", "ExecuteTime"}
 
 # ---- feedback: no hidden test in what students get back ---------------------------------------------------
-# nbgrader's feedback preprocessors, then its own ClearHiddenTests (what generate_assignment uses) and the
-# course's TestErrorsOnly (a test cell's error keeps only its last line): autograder/feedback.py says why.
+# nbgrader's feedback preprocessors, then its own ClearHiddenTests (what generate_assignment uses; here on test
+# cells only) and the course's TestErrorsOnly (a test cell's error keeps only its last line): autograder/feedback.py
+# says why.
 # nbgrader runs anywhere (a class folder, formgrader), so the course root goes on sys.path for the import.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from autograder.feedback import TestErrorsOnly  # noqa: E402
+from autograder.feedback import ClearHiddenTestsOfTests, TestErrorsOnly  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests, TestErrorsOnly]
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTestsOfTests, TestErrorsOnly]

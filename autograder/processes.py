@@ -11,6 +11,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 
 import psutil
 
@@ -43,14 +44,19 @@ def kill_tagged(tag: str, group: int | None = None, wait: float = KILL_WAIT_S,
 
     Keeps killing until none is left or `wait` seconds have passed: a process may fork while it dies.
     """
-    killed: set[int] = set()
     if group is not None:
         try:
             os.killpg(group, signal.SIGKILL)
         except OSError:
             pass
+    return sorted(kill_until_gone(lambda: tagged_processes(tag, variable), wait))
+
+
+def kill_until_gone(find: Callable[[], list[int]], wait: float, pause: float = 0.05) -> set[int]:
+    """SIGKILL every pid that `find()` gives, again until it gives none or `wait` s have passed; return the killed."""
+    killed: set[int] = set()
     end = time.monotonic() + wait
-    while pids := tagged_processes(tag, variable):
+    while pids := find():
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -59,5 +65,5 @@ def kill_tagged(tag: str, group: int | None = None, wait: float = KILL_WAIT_S,
                 pass
         if time.monotonic() > end:
             break
-        time.sleep(0.05)
-    return sorted(killed)
+        time.sleep(pause)
+    return killed

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from autograder.grade import FAILED, GRADED, TIMED_OUT, Result
 from autograder.pipeline import course_dir, run_nbgrader
+from autograder.sandbox import NOT_SANDBOXED
 
 
 def write_feedback(results: list[Result], out: Path) -> None:
@@ -66,8 +67,9 @@ def format_table(results: list[Result]) -> str:
 
 
 def summary(results: list[Result]) -> str:
-    """One line: how many were graded, failed, timed out, and which were tampered with."""
+    """One line: how many were graded, failed, timed out, which were tampered with, and whether unconfined."""
     count = {s: sum(r.status == s for r in results) for s in (GRADED, FAILED, TIMED_OUT)}
     tampered = [f"{r.student}/{r.assignment}" for r in results if r.tampered]
     line = f"{count[GRADED]} graded, {count[FAILED]} failed, {count[TIMED_OUT]} timed out"
-    return line + (f"; tampering found in {len(tampered)}: {', '.join(tampered)}" if tampered else "")
+    line += f"; tampering found in {len(tampered)}: {', '.join(tampered)}" if tampered else ""
+    return line + (f"; {NOT_SANDBOXED}" if any(NOT_SANDBOXED in r.notes for r in results) else "")

@@ -21,10 +21,11 @@ import pytest
 from autograder import class_run, grade, reports
 from tests import corpus
 from tests.common import ASSIGNMENTS, GradingRun, lab_marker
+from tests.corpus.hostile import SANDBOX_LIMITS
 
 # The corpus runs with nbgrader's per-cell limit lowered to GRADING_CELL_TIMEOUT, so that lab 00's infinite
 # loop costs two cells of 40 s instead of two of 120 s (no cell of a solution needs 10 s with COURSE_FAST=1),
-# and with GRADING_TIMEOUT for a whole submission.
+# and with GRADING_TIMEOUT for a whole submission; sandboxed within SANDBOX_LIMITS (tests/corpus/hostile.py).
 GRADING_CELL_TIMEOUT = 40.0
 GRADING_TIMEOUT = 300.0
 
@@ -101,7 +102,8 @@ def grading(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(class_run, "grade_one", overlap)
         results = class_run.grade_class(submissions, out, workers=workers, timeout=GRADING_TIMEOUT,
-                                    cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"}, progress=progress)
+                                        cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"},
+                                        progress=progress, sandbox=SANDBOX_LIMITS)
     progress(f"{reports.summary(results)} in {time.monotonic() - start:.0f} s\n")
     return GradingRun(out, {(r.assignment, r.student): r for r in results},
                       written, lines, workers, overlap.peak,

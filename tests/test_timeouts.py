@@ -20,6 +20,7 @@ from tests.conftest import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 from utils import launch
 from utils.timeouts import (
     CELL_S,
+    HANG_BUDGET_S,
     KILL_SLACK_S,
     KILL_WAIT_S,
     LAUNCH_S,
@@ -39,6 +40,9 @@ def test_the_ladder_is_in_order() -> None:
     # before nbgrader's cell limit: a deadlock in a cell ends with the launcher's report, never a bare timeout.
     assert 0 < LAUNCH_S < LAUNCH_S + STACK_DUMP_S < process_group_s(LAUNCH_S) < CELL_S < SUBMISSION_S
     assert 0 < KILL_WAIT_S < KILL_SLACK_S < CELL_S
+    # A submission that hangs in every launch: one launch's worth of hanging, then the rest fail at once, and the
+    # whole of it (a cell's limit more at most, for the cell that hangs last) ends well before the submission's limit.
+    assert LAUNCH_S <= HANG_BUDGET_S and HANG_BUDGET_S + CELL_S < SUBMISSION_S
     check_grading_limits(CELL_S, SUBMISSION_S)
     check_grading_limits(GRADING_CELL_TIMEOUT, GRADING_TIMEOUT)  # the grading corpus' own, lowered limits
 

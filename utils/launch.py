@@ -55,8 +55,16 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
-from utils.launch_report import LaunchError, RankFailedError, RankHangError, failure_report, hang_report
+from utils.launch_report import (
+    LaunchError,
+    RankFailedError,
+    RankHangError,
+    failure_report,
+    hang_budget,
+    hang_report,
+)
 from utils.nccl_rules import emulating
+from utils.rank_files import OutputRelay, load_result, log_path, result_path, save_result
 from utils.timeouts import LAUNCH_S, process_group_s
 
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
@@ -108,20 +116,21 @@ def launch(
     # store's server starts only after the fork: a child forked while its event loop runs shares that loop's
     # sockets and epoll state, and under load the rendezvous then hangs now and then.
     listener = socket.create_server((_HOST, 0), backlog=128)
-    relay = _OutputRelay(run_dir, world_size)
+    relay = OutputRelay(run_dir, world_size)
     ranks: _Ranks | None = None
     store: dist.TCPStore | None = None
     try:
-        port = listener.getsockname()[1]
-        setup = _RankSetup(backend, world_size, port, listener.fileno(), os.getpid(), run_dir, timeout, threads)
-        context = _fork_ranks(world_size, _rank_main, (setup, fn, args, kwargs))
-        ranks = _Ranks(context, run_dir)
-        store = dist.TCPStore(  # serves the rendezvous for as long as it is referenced
-            _HOST, port, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout),
-            master_listen_fd=listener.detach(),
-        )
-        _supervise(ranks, relay, deadline=time.monotonic() + timeout, timeout=timeout)
-        return [_load_result(run_dir, rank) for rank in range(world_size)]
+        with hang_budget():  # grading only: once a submission's launches have hung long enough, the rest fail at once
+            port = listener.getsockname()[1]
+            setup = _RankSetup(backend, world_size, port, listener.fileno(), os.getpid(), run_dir, timeout, threads)
+            context = _fork_ranks(world_size, _rank_main, (setup, fn, args, kwargs))
+            ranks = _Ranks(context, run_dir)
+            store = dist.TCPStore(  # serves the rendezvous for as long as it is referenced
+                _HOST, port, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout),
+                master_listen_fd=listener.detach(),
+            )
+            _supervise(ranks, relay, deadline=time.monotonic() + timeout, timeout=timeout)
+            return [load_result(run_dir, rank) for rank in range(world_size)]
     finally:
         if ranks is not None:
             ranks.kill_all()
@@ -283,7 +292,7 @@ def _rank_main(rank: int, setup: _RankSetup, fn: Callable[..., Any], args: tuple
         setup.backend, store=store, rank=rank, world_size=setup.world_size, timeout=_pg_timeout(setup.timeout)
     )
     result = fn(*args, **kwargs)
-    _save_result(result, rank, setup.run_dir)
+    save_result(result, rank, setup.run_dir)
     # Wait for the others before leaving: a rank that exits while its peers are still connecting to it
     # breaks their Gloo connections ("connectFullMesh failed ... Connection closed by peer").
     dist.barrier()
@@ -297,7 +306,7 @@ def _redirect_output(rank: int, run_dir: str) -> None:
     inherited stderr would land in the notebook cell as an error stream. SIGUSR1 makes the rank write its
     Python stack to the stderr log: that is how the watchdog sees where a hung rank is blocked.
     """
-    for fd, path in ((1, _log_path(run_dir, rank, "out")), (2, _log_path(run_dir, rank, "err"))):
+    for fd, path in ((1, log_path(run_dir, rank, "out")), (2, log_path(run_dir, rank, "err"))):
         log_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         os.dup2(log_fd, fd)
         os.close(log_fd)
@@ -317,43 +326,7 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-class _ByValuePickler(pickle.Pickler):
-    """Pickles GPU tensors as CPU copies: unpickling a CUDA tensor in the parent would initialise CUDA there."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor) and obj.device.type != "cpu":
-            return obj.cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-        return NotImplemented
-
-
-def _save_result(result: Any, rank: int, run_dir: str) -> None:
-    """Write the result where the parent looks for it; the file appears whole (renamed into place) or not at all."""
-    path = _result_path(run_dir, rank)
-    try:
-        with open(path + ".partial", "wb") as f:
-            _ByValuePickler(f, pickle.HIGHEST_PROTOCOL).dump(result)
-        os.replace(path + ".partial", path)
-    except Exception as error:
-        raise TypeError(
-            f"rank {rank} returned a value of type {type(result).__name__} that cannot be sent back to the "
-            f"launching process ({error}). Return plain values: numbers, strings, lists, dicts, tensors."
-        ) from None
-
-
 # ---------------------------------------------------------------------------------------- in the parent
-
-
-def _log_path(run_dir: str, rank: int, stream: str) -> str:
-    return os.path.join(run_dir, f"rank{rank}.{stream}")
-
-
-def _result_path(run_dir: str, rank: int) -> str:
-    return os.path.join(run_dir, f"rank{rank}.result")
-
-
-def _load_result(run_dir: str, rank: int) -> Any:
-    with open(_result_path(run_dir, rank), "rb") as f:
-        return pickle.load(f)
 
 
 class _Ranks:
@@ -370,7 +343,7 @@ class _Ranks:
 
     def returned(self, rank: int) -> bool:
         """Whether the rank's function has returned (the rank may still be waiting for its peers to finish)."""
-        return os.path.exists(_result_path(self.run_dir, rank))
+        return os.path.exists(result_path(self.run_dir, rank))
 
     def failed(self) -> list[int]:
         """Ranks that ended on their own (not killed by us) without a result: an error, a signal, sys.exit()."""
@@ -386,7 +359,7 @@ class _Ranks:
             p.join(timeout=0)  # fills in exitcode for the ones that ended
 
     def stderr(self, rank: int) -> str:
-        with open(_log_path(self.run_dir, rank, "err"), errors="replace") as f:
+        with open(log_path(self.run_dir, rank, "err"), errors="replace") as f:
             return f.read()
 
     def traceback(self, rank: int) -> str | None:
@@ -410,7 +383,7 @@ class _Ranks:
                 os.remove(path)
 
 
-def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: float) -> None:
+def _supervise(ranks: _Ranks, relay: OutputRelay, deadline: float, timeout: float) -> None:
     """Wait for every rank to succeed; raise as soon as one fails or the deadline passes."""
     while True:
         # Whether all have ended is read before looking for failures: a rank that fails in between is seen by
@@ -429,26 +402,3 @@ def _supervise(ranks: _Ranks, relay: _OutputRelay, deadline: float, timeout: flo
             raise RankHangError(*hang_report(ranks, timeout, _rank_main.__name__))
         ranks.wait(_POLL_S)
         relay.pump()
-
-
-class _OutputRelay:
-    """Copies what each rank prints to our stdout as it arrives, whole lines only, prefixed with the rank."""
-
-    def __init__(self, run_dir: str, world_size: int):
-        self._files = []
-        for rank in range(world_size):
-            for stream in ("out", "err"):
-                open(_log_path(run_dir, rank, stream), "w").close()  # the ranks append to these
-            self._files.append(open(_log_path(run_dir, rank, "out"), "rb"))  # noqa: SIM115
-        self._partial = [b""] * world_size
-
-    def pump(self, final: bool = False) -> None:
-        for rank, f in enumerate(self._files):
-            data = self._partial[rank] + f.read()
-            complete, _, self._partial[rank] = data.rpartition(b"\n") if not final else (data, b"", b"")
-            for line in complete.decode(errors="replace").splitlines():
-                print(f"[rank {rank}] {line}")
-
-    def close(self) -> None:
-        for f in self._files:
-            f.close()

@@ -21,6 +21,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -28,12 +30,13 @@ from typing import TYPE_CHECKING
 import torch
 import torch.multiprocessing as torch_mp
 
-from utils.timeouts import STACK_DUMP_S
+from utils.timeouts import HANG_BUDGET, HANG_LEDGER, STACK_DUMP_S
 
 if TYPE_CHECKING:
     from utils.launch import _Ranks
 
-__all__ = ["LaunchError", "RankFailedError", "RankHangError", "failure_report", "hang_report", "where_blocked"]
+__all__ = ["LaunchError", "RankFailedError", "RankHangError", "failure_report", "hang_budget", "hang_report",
+           "where_blocked"]
 
 _DUMP_POLL_S = 0.05  # how often to look for a hung rank's stack in its stderr log
 # Frames in these folders are libraries' (torch, Python's own, utils/): a blocked rank's line is the first one outside.
@@ -74,6 +77,28 @@ class RankHangError(LaunchError):
     def __init__(self, message: str, blocked: dict[int, str]):
         super().__init__(message)
         self.blocked = blocked
+
+
+@contextmanager
+def hang_budget() -> Iterator[None]:
+    """Run one launch against its submission's hang budget: refused at once (RankHangError) when the launches before
+    it have already hung for $AUTOGRADER_HANG_BUDGET_S seconds; its own time is added when it hangs or is interrupted
+    (nbgrader's cell timeout). So a submission that deadlocks everywhere is graded in bounded time with its other
+    points (utils.timeouts.HANG_BUDGET_S). Without $AUTOGRADER_HANG_LEDGER (a student's own machine) it does nothing."""
+    ledger = os.environ.get(HANG_LEDGER)
+    if not ledger:
+        yield
+        return
+    spent = sum(map(float, open(ledger).read().split())) if os.path.exists(ledger) else 0.0
+    if spent >= float(os.environ.get(HANG_BUDGET, 0)):
+        raise RankHangError(f"not run: this submission's launches have already hung for {spent:.0f} s", {})
+    started = time.monotonic()
+    try:
+        yield
+    except (RankHangError, KeyboardInterrupt):
+        with open(ledger, "a") as fh:
+            fh.write(f"{time.monotonic() - started:.1f}\n")
+        raise
 
 
 def _without_launcher(tb: TracebackType | None) -> TracebackType | None:

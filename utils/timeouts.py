@@ -12,6 +12,10 @@
 - SUBMISSION_S (900 s): one whole submission (`python -m autograder grade --timeout`, `make autograde`,
   grade_class): nbgrader's start, the kernel's, every cell. A cell limit at or above it could never stop a cell
   before the submission's limit does, so it is refused (check_grading_limits).
+- HANG_BUDGET_S (60 s): grading only. The seconds a submission's launches may spend hung, in all; later launches
+  then fail at once (utils.launch_report.hang_budget), so a submission that deadlocks everywhere is graded in a few
+  minutes with its other points, far below SUBMISSION_S. The grader passes it to the kernel in $HANG_BUDGET, with
+  the ledger file that adds up the seconds in $HANG_LEDGER.
 - KILL_SLACK_S (20 s): from a submission's limit to every process of it gone; autograder.processes keeps killing
   for KILL_WAIT_S of it.
 
@@ -27,14 +31,16 @@ whole submission is stopped. Lower the cell limit (--cell-timeout) or raise the 
 
 from __future__ import annotations
 
-__all__ = ["CELL_S", "KILL_SLACK_S", "KILL_WAIT_S", "LAUNCH_S", "PG_MARGIN_S", "STACK_DUMP_S", "SUBMISSION_S",
-           "check_grading_limits", "process_group_s"]
+__all__ = ["CELL_S", "HANG_BUDGET", "HANG_BUDGET_S", "HANG_LEDGER", "KILL_SLACK_S", "KILL_WAIT_S", "LAUNCH_S",
+           "PG_MARGIN_S", "STACK_DUMP_S", "SUBMISSION_S", "check_grading_limits", "process_group_s"]
 
 LAUNCH_S = 60.0  # launch()'s default timeout: the whole run of its ranks
 STACK_DUMP_S = 3.0  # after the launch's timeout, how long a hung rank gets to write its stack (SIGUSR1)
 PG_MARGIN_S = 30.0  # the process group's timeout is the launch's plus this: it outlasts the watchdog's report
 CELL_S = 120.0  # nbgrader's per-cell limit: a default launch, its process group and a cold `import torch` fit
 SUBMISSION_S = 900.0  # one whole submission, nbgrader's and the kernel's start included
+HANG_BUDGET_S = 60.0  # grading: seconds a submission's launches may hang in all before the rest fail at once
+HANG_LEDGER, HANG_BUDGET = "AUTOGRADER_HANG_LEDGER", "AUTOGRADER_HANG_BUDGET_S"  # their environment variables
 KILL_WAIT_S = 10.0  # how long autograder.processes keeps killing a stopped run's processes (they may fork)
 KILL_SLACK_S = 20.0  # from a submission's limit to every process of it gone: the kill wait and the OS's clean-up
 

@@ -1,4 +1,5 @@
-"""Every lab's corpus of broken submissions (tests/corpus/labNN.py), plus its solution and untouched release.
+"""Every lab's corpus of broken submissions (tests/corpus/labNN.py), plus its solution and untouched release, and
+the hostile submissions (tests/corpus/hostile.py) in the lab they are written for.
 
     from tests import corpus
     corpus.cases("01_collectives")   # -> [Case("solution"), Case("release"), Case("broken_broadcast"), ...]
@@ -12,6 +13,7 @@ import json
 import pkgutil
 from pathlib import Path
 
+from tests.corpus import hostile
 from tests.corpus.common import ROOT, Case, cells, released, solution_notebook, write_case
 
 
@@ -35,7 +37,7 @@ def cases(assignment: str) -> list[Case]:
     own = lab_modules().get(assignment)
     return [Case("solution", released),
             Case("release", lambda nb: release.read_bytes(), loses=frozenset(test_cells(assignment))),
-            *(own.CASES if own else [])]
+            *(own.CASES if own else []), *(hostile.CASES if assignment == hostile.ASSIGNMENT else [])]
 
 
 def write(out: Path, assignments: list[str]) -> dict[tuple[str, str], Case]:

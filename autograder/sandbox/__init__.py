@@ -1,0 +1,207 @@
+"""The sandbox that every submission's kernel, and every rank it forks, is graded in (Linux).
+
+    limits = Limits(memory_bytes=8 << 30)
+    require()                                   # PipelineError naming what is missing, when no sandbox can be made
+    box = Box.open(root, limits)                # a submission's scratch folder, cgroup and kernelspec
+    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env(notebook_folder)})
+    notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
+
+What the kernel may do (__main__.py, the kernel launcher, sets it up):
+- read the Python environment (its lib/ and bin/, not the rest of a venv: the Makefile's exchange lives in
+  .venv/share/), the course runtime utils/, the system's /usr, /lib, /etc, /proc and /sys, and its own notebook
+  folder (autograded/<student>/<assignment>/);
+- write only its scratch folder (HOME and TMPDIR are in it; /dev/shm is a private one);
+- reach only loopback (a network namespace of its own);
+- use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
+The course root it runs in (the gradebook, source/, submitted/), the repository's solutions/, tests/ and
+autograder/, other submissions and everything else are out of its reach. nbgrader itself runs outside and talks
+to the kernel over Unix sockets in a folder of their own (jupyter_client's ipc transport: TCP on the grader's
+loopback is in another network namespace).
+
+Without a sandbox (`--no-sandbox`) a Box still gives the scratch folder and the hang ledger (HANG_LEDGER), and
+says "not sandboxed".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from autograder.sandbox import landlock
+from autograder.sandbox.cgroup import CgroupError, Group
+from autograder.sandbox.namespaces import CONFIG_VARIABLE, NAMESPACES, unshare
+from utils.timeouts import HANG_BUDGET, HANG_BUDGET_S, HANG_LEDGER
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds autograder/ and utils/
+KERNEL_NAME = "ddp-course-sandbox"
+NOT_SANDBOXED = "not sandboxed"
+MIN_LANDLOCK_ABI = 3  # ABI 1-2 cannot stop truncate(2) of a file it may only read
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one submission: its kernel and all its ranks together."""
+
+    memory_bytes: int = 8 << 30
+    processes: int = 1024  # tasks, threads included: 5 ranks of torch use about 150
+
+    def memory_words(self) -> str:
+        """The memory bound as a person says it: "8 GB" (GiB, as the cgroup counts)."""
+        return f"{self.memory_bytes / (1 << 30):g} GB"
+
+
+def missing() -> list[str]:
+    """What this machine lacks for the sandbox (empty: everything is there)."""
+    if sys.platform != "linux":
+        return [f"Linux (this is {sys.platform}): Landlock, namespaces and cgroups are Linux's"]
+    lacks = []
+    if (abi := landlock.abi_version()) < MIN_LANDLOCK_ABI:
+        lacks.append(f"Landlock ABI {MIN_LANDLOCK_ABI}+ (Linux 6.2+ with landlock in its lsm= list; here: "
+                     f"{f'ABI {abi}' if abi else 'none'})")
+    pid = os.fork()
+    if pid == 0:  # try the namespaces in a child that does nothing else
+        try:
+            unshare(NAMESPACES)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        lacks.append("new mount, PID and network namespaces (unshare(2) needs root, or CAP_SYS_ADMIN)")
+    try:
+        Group.create(1 << 30, 16).remove()
+    except CgroupError as exc:
+        lacks.append(f"a cgroup with memory and pids limits: {exc}")
+    return lacks
+
+
+def require() -> None:
+    """Raise PipelineError, saying what is missing and what --no-sandbox does, when no sandbox can be made here."""
+    from autograder.pipeline import PipelineError  # not at the top: the kernel launcher imports this package
+
+    if lacks := missing():
+        raise PipelineError(refusal(lacks))
+
+
+def describe(limits: Limits | None) -> str:
+    """How the submissions run, for the first line of a grading run."""
+    if limits is None:
+        return f"{NOT_SANDBOXED.upper()} (--no-sandbox: every submission runs with the grader's rights)"
+    return (f"sandboxed (Landlock ABI {landlock.abi_version()}, namespaces, a cgroup of {limits.memory_words()} and "
+            f"{limits.processes} tasks each)")
+
+
+def refusal(lacks: list[str]) -> str:
+    """The one message with which grading refuses to run without a sandbox."""
+    return ("cannot sandbox the grading here: it needs " + "; ".join(lacks) + ". Every submission's code runs "
+            "during grading; without the sandbox it can read the answers and the gradebook, change them and leave "
+            "processes behind. Run the grader as root on Linux 6.2+, or pass --no-sandbox to grade unconfined "
+            f"(the summary and grades.csv then say {NOT_SANDBOXED!r}).")
+
+
+def readable_runtime() -> list[Path]:
+    """What any kernel of this Python may read: the interpreter, its libraries, the system's, and utils/."""
+    paths = {Path(sys.base_prefix), Path(sys.executable).resolve().parent, Path(sys.prefix, "pyvenv.cfg")}
+    paths |= {Path(sysconfig.get_path(k)).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib",
+                                                                "scripts")}
+    paths |= {Path(p) for p in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys",
+                                "/dev")}
+    return sorted(paths | {PACKAGE_ROOT / "utils"})
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@cache
+def _font_caches() -> list[Path]:
+    """matplotlib's font list of the grader's environment (its fontlist-*.json), if it has one."""
+    try:
+        import matplotlib  # the grader's own: read once per run
+    except ImportError:
+        return []
+    return sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+
+
+def _copy_font_cache(home: Path) -> None:
+    """Give the kernel's fresh HOME the grader's font list: without it matplotlib scans every font on its first
+    import (seconds of CPU in every submission, on a machine busy grading)."""
+    if caches := _font_caches():
+        folder = home / ".cache" / "matplotlib"
+        folder.mkdir(parents=True)
+        for path in caches:
+            shutil.copy(path, folder / path.name)
+
+
+@dataclass
+class Box:
+    """One submission's grading environment: its scratch folder, and (sandboxed) its cgroup and kernelspec."""
+
+    scratch: Path
+    limits: Limits | None  # None: not sandboxed
+    group: Group | None = None
+    sockets: Path | None = None  # its connection file and Unix sockets: a short path (sun_path holds 108 bytes)
+
+    @classmethod
+    def open(cls, root: Path, limits: Limits | None) -> Box:
+        """Make the scratch folder in the course root `root` (and, with `limits`, the cgroup and kernelspec)."""
+        scratch = Path(root).resolve() / ".sb"
+        for sub in ("home", "tmp"):
+            (scratch / sub).mkdir(parents=True)
+        box = cls(scratch, limits)
+        if limits is not None:
+            _copy_font_cache(scratch / "home")
+            box.sockets = Path(tempfile.mkdtemp(prefix="ag-"))
+            box.group = Group.create(limits.memory_bytes, limits.processes)
+            spec = scratch / "jupyter" / "kernels" / KERNEL_NAME
+            spec.mkdir(parents=True)
+            argv = [sys.executable, "-m", "autograder.sandbox", sys.executable, "-m", "ipykernel_launcher",
+                    "-f", "{connection_file}"]
+            (spec / "kernel.json").write_text(json.dumps({
+                "argv": argv, "display_name": "Python (DDP course, sandboxed grading)", "language": "python",
+                "interrupt_mode": "signal", "env": {"PYTHONPATH": str(PACKAGE_ROOT)}}))
+        return box
+
+    @property
+    def args(self) -> list[str]:
+        """nbgrader's options: the sandboxed kernelspec, over Unix sockets in `sockets`."""
+        if self.limits is None:
+            return []
+        return ["--Execute.kernel_name=" + KERNEL_NAME, "--KernelManager.transport=ipc",
+                f"--KernelManager.ip={self.sockets / 'k'}",
+                f"--KernelManager.connection_file={self.sockets / 'k.json'}"]
+
+    def env(self, notebook_folder: Path) -> dict[str, str]:
+        """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
+        env = {HANG_LEDGER: str(self.scratch / "hung-seconds"), HANG_BUDGET: f"{HANG_BUDGET_S:g}"}
+        if self.limits is None:
+            return env
+        inside = {"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"), **env}
+        config = {"cgroup": [str(f) for f in self.group.folders], "env": inside,
+                  "memory_bytes": self.limits.memory_bytes,
+                  "read": [str(p) for p in [*readable_runtime(), notebook_folder]],
+                  "write": [str(self.scratch), str(self.sockets), "/dev/null", "/dev/shm"]}
+        return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.sockets),
+                CONFIG_VARIABLE: json.dumps(config)}
+
+    def close(self) -> list[str]:
+        """Kill every process left in the cgroup and remove it and the scratch folder; return the notes."""
+        if self.limits is None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            return [NOT_SANDBOXED]
+        notes = []
+        try:
+            if self.group.oom_kills():
+                notes.append(f"used more than {self.limits.memory_words()}: stopped (the memory of its kernel and "
+                             "ranks together is bounded)")
+        finally:
+            self.group.remove()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            shutil.rmtree(self.sockets, ignore_errors=True)
+        return notes

@@ -1,0 +1,131 @@
+"""One cgroup per graded submission: a memory bound and a process bound on its kernel and ranks together, the
+count of the processes the kernel's out-of-memory killer stopped, and the means to end every process in it.
+
+Two layouts are handled: cgroup v2 with the memory and pids controllers enabled in our own group's parent
+(/sys/fs/cgroup, the unified hierarchy of current distributions), and the v1 `memory` and `pids` hierarchies
+(each under its own /sys/fs/cgroup/<controller>). The group is made below the cgroup that this process is in,
+so a grader that runs inside a container's or a batch job's cgroup stays inside it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.processes import kill_until_gone
+
+MOUNT = Path("/sys/fs/cgroup")
+
+
+class CgroupError(OSError):
+    """No cgroup with memory and pids limits can be made here (the message says why)."""
+
+
+def _own_groups() -> dict[str, str]:
+    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    groups = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            groups[name] = path
+    return groups
+
+
+def _v2_parent() -> Path | None:
+    """This process's v2 group, if memory and pids can be limited in a child of it."""
+    own = _own_groups().get("")
+    for mount in (MOUNT, MOUNT / "unified"):
+        if own is None or not (mount / "cgroup.controllers").is_file():
+            continue
+        parent = mount / own.lstrip("/")
+        if {"memory", "pids"} <= set((parent / "cgroup.controllers").read_text().split()):
+            return parent
+    return None
+
+
+@dataclass
+class Group:
+    """A submission's cgroup: its folders (one for v2; memory and pids for v1) and its version."""
+
+    folders: list[Path]
+    version: int
+
+    @classmethod
+    def create(cls, memory_bytes: int, processes: int, name: str = "") -> Group:
+        """Make a fresh group bounded to `memory_bytes` and `processes` (tasks: threads count too)."""
+        name = name or f"autograder-{uuid.uuid4().hex[:12]}"
+        try:
+            if (parent := _v2_parent()) is not None:
+                # In v2 a group with processes cannot enable controllers for children: the grader sits in its
+                # parent, so the limits go on a fresh leaf.
+                group = cls([parent / name], 2)
+                group.folders[0].mkdir()
+                group._write("memory.max", memory_bytes)
+                group._write("memory.swap.max", 0, missing_ok=True)
+                group._write("pids.max", processes)
+                return group
+            own = _own_groups()
+            folders = [MOUNT / c / own[c].lstrip("/") / name for c in ("memory", "pids")
+                       if c in own and (MOUNT / c).is_dir()]
+            if len(folders) != 2:
+                raise CgroupError("no cgroup v2 with the memory and pids controllers, and no v1 memory and pids "
+                                  f"hierarchies under {MOUNT}")
+            group = cls(folders, 1)
+            for folder in folders:
+                folder.mkdir()
+            group._write("memory.limit_in_bytes", memory_bytes)
+            group._write("pids.max", processes)
+            return group
+        except CgroupError:
+            raise
+        except OSError as exc:
+            raise CgroupError(f"cannot make a cgroup under {MOUNT} ({exc.strerror}: {exc.filename}); "
+                              "the grader must run as root or in a cgroup delegated to its user") from exc
+
+    def _file(self, name: str) -> Path:
+        """A control file: v1 keeps the memory files in folders[0] and the pids files in folders[1]."""
+        return self.folders[1 if self.version == 1 and name.startswith("pids.") else 0] / name
+
+    def _write(self, name: str, value: int | str, missing_ok: bool = False) -> None:
+        path = self._file(name)
+        if missing_ok and not path.exists():
+            return
+        path.write_text(str(value))
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` (and the children it starts from now on) into the group."""
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        """The processes in the group now."""
+        return sorted({int(p) for f in self.folders for p in (f / "cgroup.procs").read_text().split()})
+
+    def oom_kills(self) -> int:
+        """How many processes of the group the out-of-memory killer stopped at its memory bound."""
+        text = self._file("memory.events" if self.version == 2 else "memory.oom_control").read_text()
+        counts = dict(line.split() for line in text.splitlines() if line.strip())
+        return int(counts.get("oom_kill", 0))
+
+    def kill_all(self, wait: float = 10.0) -> int:
+        """SIGKILL every process in the group until none is left (or `wait` s passed); return how many were killed.
+
+        A process cannot leave the group by itself (the sandbox cannot write to /sys/fs/cgroup), and the pids
+        bound keeps a fork bomb from outrunning the loop.
+        """
+        return len(kill_until_gone(self.pids, wait, pause=0.02))
+
+    def remove(self) -> None:
+        """Kill what is left and remove the group's folders."""
+        self.kill_all()
+        for folder in self.folders:
+            for _ in range(100):  # the last killed processes may still be leaving
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)

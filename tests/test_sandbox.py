@@ -1,0 +1,220 @@
+"""The grading sandbox (autograder/sandbox/): its parts on their own, and the hostile corpus in the grading run.
+
+The parts: Landlock confines a process, a cgroup bounds memory and processes and ends every process in it, this
+machine can make the sandbox (CI's can: it runs as root on Linux 6.x), and grading refuses without one unless told.
+The grading run (tests/corpus/hostile.py, lab 00): what the hostile submissions managed, as they report it in
+their own output, and what they left behind; their scores and feedback are checked with every case's in
+tests/test_grading.py.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autograder import class_run, grade, sandbox
+from autograder.pipeline import PipelineError, course_dir
+from autograder.reports import row_of, summary
+from autograder.sandbox import landlock
+from autograder.sandbox.cgroup import Group
+from tests.common import ROOT, GradingRun, autograded
+from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
+from tests.corpus.hostile import ASSIGNMENT, REPORT, SANDBOX_LIMITS, TOKEN
+
+pytestmark = pytest.mark.lab00  # the hostile corpus is lab 00's: `-m lab00` grades it
+CAN_SANDBOX = sys.platform == "linux" and os.geteuid() == 0
+needs_sandbox = pytest.mark.skipif(not CAN_SANDBOX, reason="the sandbox needs Linux and root here")
+DAEMON_DELAY_S = 15.0  # the hostile daemon writes this long after it started
+
+
+# ---- the parts ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(landlock.abi_version() < sandbox.MIN_LANDLOCK_ABI, reason="no Landlock ABI 3 here")
+def test_landlock_confines_a_process_and_its_children(tmp_path: Path) -> None:
+    """Inside: its write folder is writable, a file beside it is not even readable, nor the repository."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "secret").write_text("answers")
+    pid = os.fork()
+    if pid == 0:  # the child confines itself, then a grandchild (a rank) tries
+        try:
+            landlock.restrict(read=sandbox.readable_runtime(), write=[tmp_path / "w"])
+            (tmp_path / "w" / "ok").write_text("scratch")
+            outcome = 0
+            for forbidden in (tmp_path / "secret", ROOT / "README.md"):
+                try:
+                    forbidden.read_text()
+                    outcome |= 1
+                except PermissionError:
+                    pass
+            child = subprocess.run([sys.executable, "-c", f"open({str(tmp_path / 'secret')!r})"], capture_output=True)
+            outcome |= 2 * (child.returncode == 0)
+            os._exit(outcome)
+        except BaseException:  # noqa: BLE001
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"outcome {os.waitstatus_to_exitcode(status)} (1: read outside, " \
+        "2: a child read outside, 4: restrict failed)"
+    assert (tmp_path / "w" / "ok").read_text() == "scratch"
+
+
+def _gated(code: str) -> subprocess.Popen:
+    """A Python process that runs `code` only once it reads a line: it can join a cgroup before it acts."""
+    return subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdin.readline()\n{code}"],
+                            stdin=subprocess.PIPE, text=True)
+
+
+@needs_sandbox
+def test_cgroup_stops_a_process_past_its_memory_and_ends_every_process() -> None:
+    group = Group.create(256 << 20, 64)
+    try:
+        hog = _gated("x = bytearray(1 << 30)")
+        group.add(hog.pid)
+        hog.communicate("go\n", timeout=60)
+        assert hog.returncode == -signal.SIGKILL and group.oom_kills() == 1
+        daemons = _gated("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\ntime.sleep(600)")
+        group.add(daemons.pid)
+        daemons.stdin.write("go\n")
+        daemons.stdin.flush()
+        deadline = time.monotonic() + 30
+        while len(group.pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(group.pids()) == 2, group.pids()
+        assert group.kill_all() == 2 and group.pids() == []
+        daemons.wait(timeout=10)
+    finally:
+        group.remove()
+    assert not any(f.exists() for f in group.folders)
+
+
+@needs_sandbox
+def test_this_machine_can_sandbox_the_grading() -> None:
+    """CI's machine (root, Linux 6.x) must grade sandboxed: `make test` grades the corpus that way."""
+    assert sandbox.missing() == []
+
+
+def test_grading_refuses_without_a_sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sandbox, "missing", lambda: ["Landlock ABI 3+ (here: none)"])
+    with pytest.raises(PipelineError) as error:
+        class_run.grade_class(tmp_path, tmp_path / "out", progress=lambda line: None)
+    words = str(error.value)
+    assert "cannot sandbox the grading here" in words and "Landlock ABI 3+ (here: none)" in words
+    assert "--no-sandbox" in words and "not sandboxed" in words
+
+
+def test_unsandboxed_results_say_so(tmp_path: Path) -> None:
+    """--no-sandbox: each result notes it, and so grades.csv's notes and the summary."""
+    notes = sandbox.Box.open(tmp_path, None).close()
+    assert notes == [sandbox.NOT_SANDBOXED] and not (tmp_path / ".sb").exists()
+    r = grade.Result("s", "a", grade.GRADED, 1.0, 1.0, 1.0, notes=notes)
+    assert row_of(r)["notes"] == "not sandboxed"
+    assert summary([r]).endswith("; not sandboxed")
+    assert "not sandboxed" not in summary([grade.Result("s", "a", grade.GRADED, 1.0, 1.0, 1.0)])
+
+
+# ---- the hostile corpus in the grading run ------------------------------------------------------------------
+
+
+def outputs(grading: GradingRun, student: str) -> str:
+    """Everything a submission's cells printed or raised, in its autograded notebook."""
+    texts = []
+    for nb in autograded(grading, ASSIGNMENT, student):
+        for cell in nb["cells"]:
+            for out in cell.get("outputs", []):
+                texts += ["".join(out.get("text", "")), str(out.get("evalue", "")), json.dumps(out.get("data", {}))]
+    assert texts, f"{student}: no autograded notebook, or no output at all"
+    return "\n".join(texts)
+
+
+def reports(grading: GradingRun) -> list[str]:
+    return [line[len(REPORT):] for line in outputs(grading, "hostile").splitlines() if line.startswith(REPORT)]
+
+
+def answers(grading: GradingRun, student: str) -> list[str]:
+    """Lines of lab 00's solutions and hidden tests that are neither in the student release nor in the
+    submission itself (a solved exercise's feedback shows the student's own solution)."""
+    solution = json.loads(solution_notebook(ASSIGNMENT).read_text())
+    source = "\n".join("".join(c["source"]) for c in solution["cells"])
+    submitted = grading.cases[(ASSIGNMENT, student)].make(solution)
+    own = "\n".join("".join(c["source"]) for c in submitted["cells"])
+    release = (ROOT / "course" / ASSIGNMENT / solution_notebook(ASSIGNMENT).name).read_text()
+    regions = [m[0] for pattern in (SOLUTION, HIDDEN) for m in pattern.finditer(source)]
+    lines = {line.strip() for region in regions for line in region.splitlines()}
+    found = [line for line in lines if len(line) >= 25 and "###" not in line and line not in own
+             and json.dumps(line)[1:-1] not in release]
+    assert len(found) > 20, found
+    return found
+
+
+@pytest.mark.parametrize("student", ["hostile", "memory_hog"])
+def test_no_answer_reaches_a_hostile_submission(grading: GradingRun, student: str) -> None:
+    """No line of the solutions or hidden tests in what its cells printed, nor in its feedback."""
+    printed = outputs(grading, student)
+    pages = sorted((course_dir(grading.out, "feedback") / student / ASSIGNMENT).glob("*.html"))
+    feedback = "\n".join(html.unescape(re.sub(r"<[^>]+>", "", p.read_text())) for p in pages)
+    for text, where in ((printed, "its output"), (feedback, "its feedback")):
+        leaked = [line for line in answers(grading, student) if line in text]
+        assert not leaked, f"{student}: {len(leaked)} lines of the answers in {where}, e.g. {leaked[:3]}"
+
+
+def test_hostile_code_reads_and_writes_nothing_and_reaches_no_network(grading: GradingRun) -> None:
+    """By its own account: it read only its own notebook folder, wrote nothing (no folder, no gradebook), and its
+    connection to 192.0.2.1 failed at once (ENETUNREACH: the namespace has only loopback)."""
+    report = json.loads(next(r for r in reports(grading) if r.startswith("{")))
+    own = f"/autograded/hostile/{ASSIGNMENT}/"
+    assert all(own in path for path in report["found"]), f"read outside its folder: {report['found']}"
+    assert report["wrote"] == [], f"wrote into {report['wrote']}"
+    assert report["net"] == "OSError errno 101" and report["net_seconds"] < 1.0, report
+
+
+def test_fork_bomb_stops_at_the_process_bound_and_an_overrun_in_the_kernel_fails_in_its_cell(
+        grading: GradingRun) -> None:
+    """The fork bomb (the last cell) got fewer forks than the process bound; before it, the kernel's allocation of
+    more than the memory bound failed in its own cell, and the kernel lived on to run the bomb."""
+    [bomb] = [r for r in reports(grading) if r.startswith("fork bomb")]
+    forks = int(re.match(r"fork bomb: (\d+) forks, then BlockingIOError", bomb)[1])
+    assert 0 < forks < SANDBOX_LIMITS.processes, bomb
+    assert "can't allocate memory" in outputs(grading, "hostile")
+
+
+def test_nothing_hostile_outlives_its_grading_or_changes_anything(grading: GradingRun) -> None:
+    """DAEMON_DELAY_S after the hostile submission was graded (its daemon's time to write), no file it meant to
+    write exists, in the repository, the grading run's folders or the temporary folder, and no process of it runs."""
+    [nb] = sorted((course_dir(grading.out, "autograded") / "hostile" / ASSIGNMENT).glob("*.ipynb"))
+    time.sleep(max(0.0, nb.stat().st_mtime + DAEMON_DELAY_S + 1 - time.time()))
+    places = [p for p in ROOT.iterdir() if p.name not in (".venv", ".git")] + [grading.out.parent]
+    written = [p for place in places for p in ([place] if place.is_file() else place.rglob(f"{TOKEN}*"))
+               if p.name.startswith(TOKEN)]
+    written += [p for p in [ROOT, *Path(tempfile.gettempdir()).iterdir()] if p.name.startswith(TOKEN)]
+    assert not written, f"the hostile submission wrote {written}"
+    alive = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if TOKEN in " ".join(proc.info["cmdline"] or []):
+            alive.append(proc.pid)
+    assert not alive, f"its daemon still runs: {alive}"
+
+
+def test_markers_written_as_text_still_get_feedback(grading: GradingRun) -> None:
+    """The hostile cell holds nbgrader's hidden-test marker as text: the feedback page is made all the same."""
+    page = course_dir(grading.out, "feedback") / "hostile" / ASSIGNMENT / solution_notebook(ASSIGNMENT).with_suffix(
+        ".html").name
+    assert page.is_file(), f"no feedback page {page.name}: {sorted(p.name for p in page.parent.iterdir())}"
+
+
+def test_deadlock_everywhere_is_graded_in_bounded_time(grading: GradingRun) -> None:
+    """Every launch of the hostile submission deadlocks; once they have hung for HANG_BUDGET_S the rest fail at once:
+    well within the issue's 3 minutes, with its 4 points of exercises 0.2 and 0.4 kept (test_grading checks them)."""
+    r = grading.results[(ASSIGNMENT, "hostile")]
+    assert r.seconds < 180, f"took {r.seconds:.0f} s"
+    assert "already hung" in "\n".join(r.notes)
