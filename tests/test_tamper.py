@@ -1,8 +1,9 @@
 """Every name that autograder/tamper.py flags exists where it says, so that a rename in torch or in utils/ fails here.
 
 tamper.PRIVATE_INTERNALS names, as strings, torch's private distributed internals and the switches of the traffic
-ledger (utils.p2p_ledger): no import ties them to what they name. WHERE says, for each, what it names; the test
-imports or looks up every one, in the torch installed and in this repository's ledger.
+ledger (utils.p2p_ledger) and of the NCCL emulation (utils.nccl_rules): no import ties them to what they name. WHERE
+says, for each, what it names; the test imports or looks up every one, in the torch installed and in this
+repository's utils/.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     "_DisableTorchDispatch": ("attribute", "torch._C", "_DisableTorchDispatch"),
     "unrestricted": ("attribute", "utils.p2p_ledger", "unrestricted"),
     "_calls": ("attribute", "utils.p2p_ledger", "_calls"),
+    "NcclRules": ("attribute", "utils.nccl_rules", "NcclRules"),
+    "emulating": ("attribute", "utils.nccl_rules", "emulating"),
 }
 
 
