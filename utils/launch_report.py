@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,7 @@ def hang_budget() -> Iterator[None]:
     if not ledger:
         yield
         return
-    spent = sum(map(float, open(ledger).read().split())) if os.path.exists(ledger) else 0.0
+    spent = sum(map(float, Path(ledger).read_text().split())) if os.path.exists(ledger) else 0.0
     if spent >= float(os.environ.get(HANG_BUDGET, 0)):
         raise RankHangError(f"not run: this submission's launches have already hung for {spent:.0f} s", {})
     started = time.monotonic()
