@@ -136,3 +136,35 @@ merge: $(STAMP)  ## join the out folders of sharded runs: make merge OUT=graded 
 instructor-lab: $(STAMP)  ## JupyterLab on the whole repository with formgrader, on the gradebook of make autograde
 	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/classroom/instructor" \
 	  $(BIN)/jupyter lab --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS)
+
+# ---- a lab session on one server: JupyterHub for the class of a roster (README: "A lab session on one server")
+# As root on a Linux server. The hub's parts go into the venv only when one of these targets runs: JupyterHub and the
+# idle culler (requirements-hub.txt) and configurable-http-proxy from npm (classroom/hub/proxy/, into .venv/hub-proxy/).
+.PHONY: hub-install hub hub-stop hub-status hub-release hub-grade
+HUB_STAMP := $(VENV)/.installed-hub
+HUB_DIR   ?= /srv/ddp-course-hub
+HUB_ARGS  ?=
+
+$(HUB_STAMP): $(STAMP) requirements-hub.txt classroom/hub/proxy/package.json classroom/hub/proxy/package-lock.json
+	$(BIN)/python -m pip install --quiet -r requirements-hub.txt
+	rm -rf $(VENV)/hub-proxy && mkdir -p $(VENV)/hub-proxy
+	cp classroom/hub/proxy/package.json classroom/hub/proxy/package-lock.json $(VENV)/hub-proxy/
+	cd $(VENV)/hub-proxy && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+hub-install: $(HUB_STAMP)  ## the hub's parts into the venv: JupyterHub, its idle culler, configurable-http-proxy
+
+hub: $(HUB_STAMP)  ## as root: JupyterHub for a class: make hub ROSTER=roster.csv [HUB_ARGS="--port 8000"]
+	$(BIN)/python -m classroom.hub start --roster $(call need,ROSTER,ROSTER=roster.csv) --dir $(HUB_DIR) $(HUB_ARGS)
+
+hub-stop: $(HUB_STAMP)  ## stop the hub and every server (HUB_ARGS=--purge also removes its users and folder)
+	$(BIN)/python -m classroom.hub stop --dir $(HUB_DIR) $(HUB_ARGS)
+
+hub-status: $(HUB_STAMP)  ## is the hub up, who has a server running, its log (HUB_DIR/logs/hub.log)
+	$(BIN)/python -m classroom.hub status --dir $(HUB_DIR)
+
+hub-release: $(HUB_STAMP)  ## hand a lab out to the hub's students: make hub-release LAB=00_ranks_and_alpha_beta
+	$(BIN)/python -m classroom.hub release $(call need,LAB,LAB=00_ranks_and_alpha_beta) --dir $(HUB_DIR)
+
+hub-grade: $(HUB_STAMP)  ## collect a lab, grade it in the sandbox, return the feedback: make hub-grade LAB=...
+	$(BIN)/python -m classroom.hub grade $(call need,LAB,LAB=00_ranks_and_alpha_beta) --dir $(HUB_DIR) $(GRADE_ARGS)

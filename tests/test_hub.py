@@ -1,0 +1,253 @@
+"""A lab session on one server, end to end: `make hub`'s JupyterHub, a roster of two students and one instructor.
+
+As root, in a scratch folder, on a free port: the hub starts (classroom.hub.server.start, what `make hub` runs);
+student A logs in over HTTP with the hub's login form and their server starts with the course's JupyterLab; the
+instructor releases lab 00; A fetches it and submits it (nbgrader's CLI as A: what the Assignments tab runs); the
+instructor collects, grades in the sandbox and returns the feedback (`make hub-grade`), and A fetches it; B cannot
+read A's home, the exchange's submissions or the answers; no student reaches formgrader, the instructor does; in
+Chromium, a student logs in and sees lab 00 in JupyterLab. Then `make hub-stop HUB_ARGS=--purge` must leave
+nothing: users, homes, processes, cgroups, the exchange and the repository's modes as they were. The fixture's
+finalizer runs the same clean-up when a step fails.
+
+A submits lab 00 as fetched (untouched): its score is known (zero, every test cell failing) and it grades quickest.
+Where the venv's Python lives below a folder that other users cannot pass (a pyenv Python in /root, 0700, as on CI's
+machines), the test lets them through (o+x: pass, not list) while it runs and restores the mode after.
+
+Needs root and the hub's parts (`make hub-install`); without them the module is skipped with a line that says so,
+unless HUB_TEST_REQUIRED=1 (.ci/run sets it, as BROWSER_TEST_REQUIRED for the browser), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from classroom.hub import limits, server
+from tests import corpus
+from tests.common import ROOT, page_text
+
+HOW_TO_ENABLE = "run as root after `make hub-install`"
+if (lacks := server.missing_parts()) and os.environ.get("HUB_TEST_REQUIRED") != "1":
+    pytest.skip(f"the hub test needs {'; '.join(lacks)}: {HOW_TO_ENABLE}", allow_module_level=True)
+
+pytestmark = pytest.mark.slow  # one grading run and a hub (about a minute): left out of `make test-fast`
+
+LAB = "00_ranks_and_alpha_beta"
+SPAWN_S = 120.0  # a first server start on a busy 2-core machine (JupyterLab's imports dominate)
+
+
+class Visitor:
+    """One person's browser-less session on the hub: its cookies, and the hub's login form."""
+
+    def __init__(self, hub: dict, username: str):
+        import requests  # JupyterHub's own dependency: there whenever the hub is
+
+        self.base, self.username = f"http://127.0.0.1:{hub['port']}", username
+        self.password = hub["passwords"][username]
+        self.http = requests.Session()
+
+    def get(self, path: str):
+        return self.http.get(self.base + path, timeout=60)
+
+    def log_in(self) -> None:
+        """Post the login form (with its _xsrf cookie); JupyterHub then starts the user's server."""
+        self.get("/hub/login")
+        answer = self.http.post(f"{self.base}/hub/login", timeout=60, data={
+            "username": self.username, "password": self.password, "_xsrf": self.http.cookies.get("_xsrf")})
+        assert answer.ok and "/hub/login" not in answer.url, f"{self.username} could not log in: {answer.url}"
+
+    def wait_for_lab(self) -> None:
+        """Until JupyterLab answers at /user/<name>/lab (the first visit also gets the server's OAuth cookie)."""
+        deadline = time.monotonic() + SPAWN_S
+        while time.monotonic() < deadline:
+            answer = self.get(f"/user/{self.username}/lab")
+            if answer.ok and answer.url.endswith(f"/user/{self.username}/lab"):
+                return
+            time.sleep(1)
+        raise AssertionError(f"{self.username}'s server did not start within {SPAWN_S:g} s")
+
+
+def as_user(username: str, *argv: str, hub: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run a command as the user, with their server's environment (what a JupyterLab terminal of theirs has)."""
+    home = pwd.getpwnam(username).pw_dir
+    env = [f"{k}={v}" for k, v in {**hub["user_env"], "HOME": home}.items()]
+    return subprocess.run(["runuser", "-u", username, "--", "env", *env, *argv], cwd=cwd or home,
+                          capture_output=True, text=True, timeout=120)
+
+
+def home(username: str) -> Path:
+    return Path(pwd.getpwnam(username).pw_dir)
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[dict]:
+    """The hub, started as `make hub` starts it; stopped and purged at the end whatever happened."""
+    if lacks := server.missing_parts():
+        pytest.fail(f"the hub test is required here (HUB_TEST_REQUIRED=1) but it needs {'; '.join(lacks)}")
+    scratch = Path(tempfile.mkdtemp(prefix="ddp-hub-test-"))
+    os.chmod(scratch, 0o755)  # the users' homes go below it
+    opened = {p: p.stat().st_mode for p in server.unreachable()}
+    for path, mode in opened.items():
+        os.chmod(path, mode | 0o001)
+    tag = os.urandom(2).hex()
+    roster = scratch / "roster.csv"
+    roster.write_text(f"username,name,role\nhubt{tag}-a,Alyssa,student\nhubt{tag}-b,Ben,student\n"
+                      f"hubt{tag}-i,Eva,instructor\n")
+    (scratch / "home").mkdir(mode=0o755)
+    modes = {p.name: p.lstat().st_mode for p in ROOT.iterdir()}
+    hub_dir = scratch / "hub"
+    try:
+        state = server.start(roster, hub_dir, port=server.free_port(), ip="127.0.0.1", home_base=scratch / "home",
+                             name=f"hubt{tag}", say=lambda line: None)
+        state.update(dir=hub_dir, repo_modes_before=modes, a=f"hubt{tag}-a", b=f"hubt{tag}-b",
+                     instructor=f"hubt{tag}-i")
+        yield state
+    finally:
+        try:
+            if (hub_dir / "private" / "state.json").exists():
+                server.stop(hub_dir, purge=True, say=lambda line: None)
+        finally:
+            for path, mode in opened.items():
+                os.chmod(path, mode)
+            subprocess.run(["rm", "-rf", str(scratch)], check=False)
+
+
+@pytest.fixture(scope="module")
+def alyssa(hub: dict) -> Visitor:
+    """Student A, logged in through the hub, with a running server."""
+    visitor = Visitor(hub, hub["a"])
+    visitor.log_in()
+    visitor.wait_for_lab()
+    return visitor
+
+
+@pytest.fixture(scope="module")
+def instructor(hub: dict) -> Visitor:
+    visitor = Visitor(hub, hub["instructor"])
+    visitor.log_in()
+    return visitor
+
+
+@pytest.fixture(scope="module")
+def submitted(hub: dict, alyssa: Visitor) -> Path:
+    """The instructor releases lab 00; A fetches it and submits it untouched. A's fetched notebook."""
+    server.release(LAB, hub["dir"])
+    fetched = as_user(hub["a"], "nbgrader", "fetch_assignment", LAB, hub=hub)
+    assert fetched.returncode == 0, fetched.stderr
+    [notebook] = sorted((home(hub["a"]) / LAB).glob("*.ipynb"))
+    submit = as_user(hub["a"], "nbgrader", "submit", LAB, hub=hub)
+    assert submit.returncode == 0 and "Submitted as" in submit.stderr, submit.stderr
+    return notebook
+
+
+def test_a_logs_in_and_their_server_runs_the_course(hub: dict, alyssa: Visitor) -> None:
+    """A's server runs as A, in A's home, bounded by its cgroup, with the course's kernel and the Assignments tab."""
+    kernels = alyssa.get(f"/user/{hub['a']}/api/kernelspecs").json()["kernelspecs"]
+    assert list(kernels) == ["ddp-course"], f"A's server offers the kernels {list(kernels)}"
+    listed = alyssa.get(f"/user/{hub['a']}/assignments?course_id={hub['course_id']}").json()
+    assert listed["success"], f"the Assignments tab's server side does not read the hub's exchange: {listed}"
+    [group] = [p for p in limits.leftover_groups(hub["group_prefix"] + hub["a"])
+               if (p / "memory.limit_in_bytes").exists() or (p / "memory.max").exists()]
+    procs = [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
+    owners = {pwd.getpwuid(os.stat(f"/proc/{pid}").st_uid).pw_name for pid in procs}
+    assert procs and owners == {hub["a"]}, f"A's cgroup holds {procs}, run by {owners}"
+    limit = next(f for f in ("memory.limit_in_bytes", "memory.max") if (group / f).exists())
+    assert int((group / limit).read_text()) == int(hub["memory_gb"] * (1 << 30))
+
+
+def test_a_fetches_lab_00_and_submits(hub: dict, alyssa: Visitor, submitted: Path) -> None:
+    """The Assignments tab lists lab 00 as submitted; the submission is in the exchange's inbound, by A's name."""
+    listed = alyssa.get(f"/user/{hub['a']}/assignments?course_id={hub['course_id']}").json()["value"]
+    assert {(a["assignment_id"], a["status"]) for a in listed} >= {(LAB, "submitted")}, listed
+    assert submitted.stat().st_uid == pwd.getpwnam(hub["a"]).pw_uid
+    inbound = Path(hub["exchange"], hub["course_id"], "inbound")
+    assert [p.name for p in inbound.iterdir()] and all(p.name.startswith(f"{hub['a']}+{LAB}+")
+                                                        for p in inbound.iterdir())
+
+
+def test_b_cannot_read_a_or_the_answers(hub: dict, submitted: Path) -> None:
+    """B's shell cannot read A's home or notebook, list the submissions (nbgrader hides each behind a random
+    name in a folder others may write but not list), or read the solutions."""
+    inbound = Path(hub["exchange"], hub["course_id"], "inbound")
+    solution = corpus.solution_notebook(LAB)
+    for argv in (["ls", str(home(hub["a"]))], ["cat", str(submitted)], ["ls", str(inbound)],
+                 ["cat", str(solution)], ["ls", str(ROOT / "tests")]):
+        result = as_user(hub["b"], *argv, hub=hub)
+        assert result.returncode != 0 and "Permission denied" in result.stderr, f"B ran {argv}: {result.stdout[:200]}"
+
+
+def test_only_instructors_reach_formgrader(hub: dict, alyssa: Visitor, instructor: Visitor) -> None:
+    refused = alyssa.get("/services/formgrader/formgrader")
+    assert refused.status_code == 403, f"a student reached formgrader: {refused.status_code} {refused.url}"
+    listed = instructor.get("/services/formgrader/formgrader/api/assignments")
+    assert listed.ok, f"the instructor was refused formgrader: {listed.status_code} {listed.url}"
+    assert LAB in {a["name"] for a in listed.json()}
+
+
+def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path,
+                                                                   instructor: Visitor, capsys) -> None:
+    assert server.grade(LAB, hub["dir"], ("--workers", "1", "--fast")) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^grading 1 submissions .*, sandboxed \(", out, re.MULTILINE), out
+    listed = {a["name"]: a for a in instructor.get("/services/formgrader/formgrader/api/assignments").json()}
+    assert listed[LAB]["num_submissions"] == 1, "formgrader does not show the graded submission"
+    fetched = as_user(hub["a"], "nbgrader", "fetch_feedback", LAB, hub=hub)
+    assert fetched.returncode == 0, fetched.stderr
+    [page] = sorted((home(hub["a"]) / LAB / "feedback").glob(f"*/{submitted.stem}.html"))
+    full = sum(corpus.test_cells(LAB).values())
+    assert f"(Score: 0.0 / {full:.1f})" in page_text(page), page_text(page)[:300]
+    assert page.stat().st_uid == pwd.getpwnam(hub["a"]).pw_uid
+
+
+@pytest.mark.browser
+def test_a_student_sees_lab_00_in_jupyterlab(hub: dict, submitted: Path, tmp_path_factory) -> None:
+    """In Chromium: the hub's login page, A's JupyterLab, lab 00 (fetched) in the file browser, opened."""
+    from tests.test_browser import CHROMIUM, HOW_TO_ENABLE, KERNEL  # skips here as there when no Chromium is found
+
+    if not CHROMIUM:
+        pytest.fail(f"no Chromium found: {HOW_TO_ENABLE}")
+    from playwright.sync_api import sync_playwright
+
+    shots = tmp_path_factory.mktemp("hub-screenshots")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(SPAWN_S * 1000)
+            page.goto(f"http://127.0.0.1:{hub['port']}/hub/login")
+            page.fill("#username_input", hub["a"])
+            page.fill("#password_input", hub["passwords"][hub["a"]])
+            page.click("#login_submit")
+            page.wait_for_url(re.compile(f"/user/{hub['a']}/lab"))
+            folder = page.locator(".jp-DirListing-item", has_text=LAB)
+            folder.dblclick()
+            page.locator(".jp-DirListing-item", has_text=submitted.name).dblclick()
+            page.locator(".jp-Toolbar .jp-KernelName", has_text=KERNEL).wait_for()
+            page.screenshot(path=shots / "hub-lab-00.png")
+            title = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").inner_text()
+        finally:
+            browser.close()
+    assert title.strip() == submitted.name, f"the open tab is {title!r}"
+
+
+def test_stop_removes_everything(hub: dict) -> None:
+    users = [hub["a"], hub["b"], hub["instructor"], hub["grader"]]
+    uids = {pwd.getpwnam(u).pw_uid for u in users}
+    homes = [home(u) for u in users]
+    server.stop(hub["dir"], purge=True, say=lambda line: None)
+    left = [u for u in users if server.roster.exists(u)]
+    assert not left, f"users left: {left}"
+    assert not [h for h in homes if h.exists()], "homes left"
+    running = [p for p in Path("/proc").iterdir() if p.name.isdigit() and p.exists() and p.stat().st_uid in uids]
+    assert not running, f"processes of the hub's users left: {running}"
+    assert not limits.leftover_groups(hub["group_prefix"]), "cgroups left"
+    assert not hub["dir"].exists(), "the hub's folder (exchange, gradebook, state) is left"
+    assert {p.name: p.lstat().st_mode for p in ROOT.iterdir()} == hub["repo_modes_before"]
