@@ -21,7 +21,7 @@ def test_environment_yml_mirrors_requirements_txt():
     assert env["dependencies"] == ["python=3.11", "pip", {"pip": requirements()}]
 
 
-@pytest.mark.parametrize("name", ["requirements.txt", "requirements-test.txt"])
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements-test.txt", "requirements-hub.txt"])
 def test_every_requirement_is_pinned_exactly(name: str):
     reqs = requirements(name)
     assert reqs, f"{name} lists nothing"
@@ -29,9 +29,21 @@ def test_every_requirement_is_pinned_exactly(name: str):
     assert not unpinned, f"pin these with ==: {unpinned}"
 
 
-def test_students_do_not_install_the_test_tools():
+@pytest.mark.parametrize("extra", ["requirements-test.txt", "requirements-hub.txt"])
+def test_students_do_not_install_the_test_or_hub_tools(extra: str):
     student = {r.split("==")[0] for r in requirements()}
-    assert not student & {r.split("==")[0] for r in requirements("requirements-test.txt")}
+    assert not student & {r.split("==")[0] for r in requirements(extra)}
+
+
+@pytest.mark.parametrize("target", ["lab", "test"])
+def test_only_the_hub_targets_install_the_hub(target: str):
+    """`make lab` and `make test` never install JupyterHub or its proxy (their recipes, as if nothing were made yet:
+    `make -n -B`), while `make hub-install` does."""
+    def recipe(name: str) -> str:
+        return subprocess.run(["make", "-n", "-B", name], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+    assert "requirements-hub.txt" in recipe("hub-install") and "npm ci" in recipe("hub-install")
+    assert "requirements-hub.txt" not in recipe(target) and "npm" not in recipe(target)
 
 
 def test_torch_is_pinned_to_the_course_version():
