@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
+
+import psutil
 
 READY, GO = "ready", "go"
 MESSAGE_FLOATS = 1 << 18  # 1 MB of float32
@@ -43,19 +47,49 @@ def step() -> float:
     return float(data[0])
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and of its children that have ended (the launch's ranks)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+
+
+def memory_bytes() -> int:
+    """The proportional set size of this process and its children (forked ranks share pages: PSS counts each once)."""
+    me = psutil.Process()
+    total = 0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            total += proc.memory_full_info().pss
+        except psutil.Error:  # a rank that just ended
+            continue
+    return total
+
+
 def student(ranks: int) -> None:
-    """One student's kernel: import, say ready, wait for the go, launch once, print the launch's seconds."""
+    """One student's kernel: import, say ready, wait for the go, launch once; print the launch's wall seconds, CPU
+    seconds (kernel and ranks) and peak memory (sampled every 50 ms)."""
     from utils.launch import launch
 
     print(READY, flush=True)
     sys.stdin.readline()
-    start = time.perf_counter()
+    peak, done = [memory_bytes()], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            peak.append(memory_bytes())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    cpu, start = cpu_seconds(), time.perf_counter()
+    sampler.start()
     launch(step, ranks)
-    print(f"{time.perf_counter() - start:.4f}", flush=True)
+    wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    print(f"{wall:.4f} {cpu_seconds() - cpu:.4f} {max(peak)}", flush=True)
 
 
-def run_round(k: int, cores: set[int], ranks: int) -> list[float]:
-    """K students launching at once on `cores`; each one's launch seconds."""
+def run_round(k: int, cores: set[int], ranks: int) -> list[tuple[float, float, int]]:
+    """K students launching at once on `cores`; each one's launch (wall s, CPU s, peak bytes)."""
     procs = [subprocess.Popen([sys.executable, "-m", "classroom.hub.measure", "--student", str(ranks)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               preexec_fn=lambda: os.sched_setaffinity(0, cores)) for _ in range(k)]
@@ -65,7 +99,8 @@ def run_round(k: int, cores: set[int], ranks: int) -> list[float]:
         for proc in procs:
             proc.stdin.write(GO + "\n")
             proc.stdin.flush()
-        return [float(proc.stdout.readline()) for proc in procs]
+        lines = [proc.stdout.readline().split() for proc in procs]
+        return [(float(wall), float(cpu), int(peak)) for wall, cpu, peak in lines]
     finally:
         for proc in procs:
             proc.kill()
@@ -83,21 +118,23 @@ def main(argv: list[str] | None = None) -> None:
     if args.student:
         return student(args.student)
     cores = set(args.cores)
-    times: dict[int, list[float]] = {k: [] for k in args.students}
+    runs: dict[int, list[tuple[float, float, int]]] = {k: [] for k in args.students}
     for _ in range(args.rounds):
         for k in args.students:
-            times[k] += run_round(k, cores, args.ranks)
-    alone = statistics.median(times[1]) if 1 in times else None
+            runs[k] += run_round(k, cores, args.ranks)
+    walls = {k: [r[0] for r in rs] for k, rs in runs.items()}
+    alone = statistics.median(walls[1]) if 1 in walls else None
     print(f"{args.ranks}-rank launches on {len(cores)} core(s) {sorted(cores)}, {args.rounds} rounds, medians:")
-    for k, seconds in times.items():
+    for k, seconds in walls.items():
         median = statistics.median(seconds)
-        fair = f", {median / (k * alone):.2f} x a fair share (K x alone)" if alone else ""
+        fair = f", {median / (k * alone):.2f} x K x alone" if alone else ""
         print(f"  K = {k}: {median:.2f} s per launch ({min(seconds):.2f}-{max(seconds):.2f}){fair}")
-    if alone:
-        biggest = max(times)
-        rate = biggest / statistics.median(times[biggest]) * 60 / len(cores)
-        print(f"one launch alone: {alone:.2f} s; one core completes about {rate:.0f} launches a minute at K = "
-              f"{biggest}")
+    every = [r for rs in runs.values() for r in rs]
+    cpu = statistics.median(r[1] for r in every)
+    peaks = [r[2] / (1 << 20) for r in every]
+    print(f"CPU time of one launch (kernel and ranks, whatever K): median {cpu:.2f} s, so one core completes at most "
+          f"{60 / cpu:.0f} launches a minute; peak memory of a student's kernel and ranks (PSS): median "
+          f"{statistics.median(peaks):.0f} MB, max {max(peaks):.0f} MB")
 
 
 if __name__ == "__main__":

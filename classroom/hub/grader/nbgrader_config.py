@@ -5,8 +5,9 @@ classroom/instructor/ (formgrader's server extension and plugins on), so this fi
 
 Formgrader's Autograde button (and `nbgrader autograde` in its terminal) would run a submission's code inside this
 server, as the grader account, which can read the solutions and write the gradebook: the grading sandbox needs root
-(namespaces and cgroups), and a JupyterLab with a terminal must not run as root. So autograding here refuses, and
-says what to run instead: `make hub-grade LAB=...` (classroom/hub/server.py), as root, grades in the sandbox.
+(namespaces and cgroups), and a JupyterLab with a terminal must not run as root. So autograding here refuses
+(refuse.py), and says what to run instead: `make hub-grade LAB=...` (classroom/hub/server.py), as root, grades
+in the sandbox.
 """
 
 import os
@@ -22,8 +23,11 @@ c.CourseDirectory.root = os.environ["DDP_HUB_COURSE_ROOT"]
 c.Exchange.root = os.environ["DDP_HUB_EXCHANGE"]
 c.Exchange.cache = os.path.join(jupyter_data_dir(), "nbgrader_cache")
 
+from nbgrader.apps.api import NbGraderAPI  # noqa: E402
 from nbgrader.converters.autograde import Autograde  # noqa: E402
 
-from classroom.hub.refuse import RefuseUnsandboxed  # noqa: E402  (the course config put the repository on sys.path)
+# The course config put the repository on sys.path.
+from classroom.hub.refuse import RefuseUnsandboxed, refuse_autograde  # noqa: E402
 
+NbGraderAPI.autograde = refuse_autograde  # formgrader's button (classroom/hub/refuse.py says why this way)
 c.Autograde.sanitize_preprocessors = [RefuseUnsandboxed, *Autograde.class_traits()["sanitize_preprocessors"].default()]
