@@ -57,6 +57,12 @@ class Visitor:
     def get(self, path: str):
         return self.http.get(self.base + path, timeout=60)
 
+    def post(self, path: str):
+        """POST with the _xsrf cookie that the server at `path` set (Jupyter's check_xsrf wants it as a header)."""
+        xsrf = max((c for c in self.http.cookies if c.name == "_xsrf" and path.startswith(c.path)),
+                   key=lambda c: len(c.path)).value
+        return self.http.post(self.base + path, headers={"X-XSRFToken": xsrf}, timeout=60)
+
     def log_in(self) -> None:
         """Post the login form (with its _xsrf cookie); JupyterHub then starts the user's server."""
         self.get("/hub/login")
@@ -199,6 +205,11 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
     assert re.search(r"^grading 1 submissions .*, sandboxed \(", out, re.MULTILINE), out
     listed = {a["name"]: a for a in instructor.get("/services/formgrader/formgrader/api/assignments").json()}
     assert listed[LAB]["num_submissions"] == 1, "formgrader does not show the graded submission"
+    instructor.get("/services/formgrader/formgrader")  # the page sets formgrader's _xsrf cookie
+    button = instructor.post(f"/services/formgrader/formgrader/api/submission/{LAB}/{hub['a']}/autograde").json()
+    assert not button["success"] and "make hub-grade" in button["error"], f"formgrader's Autograde: {button}"
+    assert list((Path(hub["course_root"]) / "autograded" / hub["a"] / LAB).glob("*.ipynb")), \
+        "formgrader's refused Autograde removed the graded copy"
     fetched = as_user(hub["a"], "nbgrader", "fetch_feedback", LAB, hub=hub)
     assert fetched.returncode == 0, fetched.stderr
     [page] = sorted((home(hub["a"]) / LAB / "feedback").glob(f"*/{submitted.stem}.html"))

@@ -10,6 +10,7 @@ afterwards stay in the group (a student cannot write to /sys/fs/cgroup).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,5 +98,7 @@ def bounds_or_none(name: str, limits: StudentLimits) -> Bounds | None:
 
 
 def leftover_groups(prefix: str) -> list[Path]:
-    """The folders of groups named prefix* under every hierarchy (a hub that was killed leaves its servers')."""
-    return sorted(p for p in MOUNT.glob(f"**/{prefix}*") if p.is_dir())
+    """The folders of groups named prefix* under every hierarchy (a hub that was killed leaves its servers').
+    os.walk, not glob: other programs' groups come and go meanwhile, and os.walk passes over what vanished."""
+    return sorted(Path(folder, name) for folder, names, _ in os.walk(MOUNT) for name in names
+                  if name.startswith(prefix))

@@ -147,8 +147,11 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
                        f"system Python (make PYTHON=/usr/bin/python3.11 hub-install), or chmod o+x those folders")
     people = roster.read_roster(roster_file)
     layout = Layout(hub_dir.resolve())
-    if layout.state_file.exists() and running(layout.load()):
+    previous = layout.load() if layout.state_file.exists() else {}
+    if previous and running(previous):
         raise HubError(f"a hub is running already with --dir {layout.root} (make hub-stop first)")
+    if previous:  # a hub that died without `stop`: its repository modes first, and what it made stays recorded
+        _open_repository(previous)
     for folder, mode in ((layout.root, HUB_DIR_MODE), (layout.private, 0o700), (layout.logs, 0o700)):
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, mode)
@@ -160,7 +163,8 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
              "students": [p.username for p in people if p.role == "student"],
              "instructors": [p.username for p in people if p.role == "instructor"],
              "memory_gb": memory_gb, "cpus": cpus, "cull_s": cull_s,
-             "created_users": [], "created_groups": [], "repo_modes": {}}
+             "created_users": previous.get("created_users", []), "created_groups": previous.get("created_groups", []),
+             "repo_modes": {}}
     layout.save(state)  # from here on, `stop --purge` undoes whatever was made, even after a failure below
     passwords = _make_people(layout, state, people, home_base)
     _make_course_root(layout, state)
@@ -181,7 +185,7 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
     os.chmod(token, 0o600)
     layout.save(state)
     _launch(layout, state)
-    say(f"the hub is up: http://{'localhost' if ip in ('0.0.0.0', '127.0.0.1') else ip}:{port}/ "
+    say(f"the hub is up: http://{socket.getfqdn() if ip == '0.0.0.0' else ip}:{port}/ "
         f"(log: {layout.log})")
     if passwords:
         say("first-login passwords (shown once, kept nowhere; each user can change theirs with `passwd` in a "
@@ -255,6 +259,15 @@ def _close_repository(repo: Path, group: str) -> dict[str, list[int]]:
     return saved
 
 
+def _open_repository(state: dict) -> None:
+    """Give the entries that _close_repository closed their modes and groups back."""
+    for name, (mode, gid) in state["repo_modes"].items():
+        if (entry := Path(state["repo"]) / name).exists():
+            os.chown(entry, -1, gid)
+            os.chmod(entry, mode)
+    state["repo_modes"] = {}
+
+
 def _launch(layout: Layout, state: dict) -> None:
     """Start JupyterHub in the background, its output into the log; wait until it answers."""
     env = {**os.environ, "DDP_HUB_STATE": str(layout.state_file), "PYTHONPATH": str(REPO_ROOT)}
@@ -300,11 +313,7 @@ def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, say: Callable[[str], 
         folder.rmdir()
         if pids:
             say(f"stopped {len(pids)} processes left in {folder}")
-    for name, (mode, gid) in state["repo_modes"].items():
-        if (entry := Path(state["repo"]) / name).exists():
-            os.chown(entry, -1, gid)
-            os.chmod(entry, mode)
-    state["repo_modes"] = {}
+    _open_repository(state)
     layout.save(state)
     say(f"the hub in {layout.root} is stopped")
     if purge:
