@@ -2,7 +2,7 @@
 
 As root, in a scratch folder, on a free port: the hub starts (classroom.hub.server.start, what `make hub` runs);
 student A logs in over HTTP with the hub's login form and their server starts with the course's JupyterLab; the
-instructor releases lab 00; A fetches it and submits it (nbgrader's CLI as A: what the Assignments tab runs); the
+instructor releases lab 00; A fetches it and submits it (through A's server's Assignments API, as the tab does); the
 instructor collects, grades in the sandbox and returns the feedback (`make hub-grade`), and A fetches it; B cannot
 read A's home, the exchange's submissions or the answers; no student reaches formgrader, the instructor does; in
 Chromium, a student logs in and sees lab 00 in JupyterLab. Then `make hub-stop HUB_ARGS=--purge` must leave
@@ -57,11 +57,19 @@ class Visitor:
     def get(self, path: str):
         return self.http.get(self.base + path, timeout=60)
 
-    def post(self, path: str):
+    def post(self, path: str, **data: str):
         """POST with the _xsrf cookie that the server at `path` set (Jupyter's check_xsrf wants it as a header)."""
         xsrf = max((c for c in self.http.cookies if c.name == "_xsrf" and path.startswith(c.path)),
                    key=lambda c: len(c.path)).value
-        return self.http.post(self.base + path, headers={"X-XSRFToken": xsrf}, timeout=60)
+        return self.http.post(self.base + path, data=data, headers={"X-XSRFToken": xsrf}, timeout=120)
+
+    def assignments(self, action: str, course_id: str) -> list[dict]:
+        """What the Assignments tab does: POST fetch, submit or fetch_feedback of lab 00 to the user's server;
+        the assignment list it answers with."""
+        answer = self.post(f"/user/{self.username}/assignments/{action}", course_id=course_id, assignment_id=LAB)
+        reply = answer.json()
+        assert answer.ok and reply["success"], f"{self.username}'s {action}: {reply}"
+        return reply["value"]
 
     def log_in(self) -> None:
         """Post the login form (with its _xsrf cookie); JupyterHub then starts the user's server."""
@@ -144,13 +152,12 @@ def instructor(hub: dict) -> Visitor:
 
 @pytest.fixture(scope="module")
 def submitted(hub: dict, alyssa: Visitor) -> Path:
-    """The instructor releases lab 00; A fetches it and submits it untouched. A's fetched notebook."""
+    """The instructor releases lab 00; A fetches it and submits it untouched, through A's server as the
+    Assignments tab does (no new Python process: quicker than nbgrader's commands). A's fetched notebook."""
     server.release(LAB, hub["dir"])
-    fetched = as_user(hub["a"], "nbgrader", "fetch_assignment", LAB, hub=hub)
-    assert fetched.returncode == 0, fetched.stderr
+    alyssa.assignments("fetch", hub["course_id"])
     [notebook] = sorted((home(hub["a"]) / LAB).glob("*.ipynb"))
-    submit = as_user(hub["a"], "nbgrader", "submit", LAB, hub=hub)
-    assert submit.returncode == 0 and "Submitted as" in submit.stderr, submit.stderr
+    alyssa.assignments("submit", hub["course_id"])
     return notebook
 
 
@@ -198,7 +205,7 @@ def test_only_instructors_reach_formgrader(hub: dict, alyssa: Visitor, instructo
     assert LAB in {a["name"] for a in listed.json()}
 
 
-def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path,
+def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path, alyssa: Visitor,
                                                                    instructor: Visitor, capsys) -> None:
     assert server.grade(LAB, hub["dir"], ("--workers", "1", "--fast")) == 0
     out = capsys.readouterr().out
@@ -210,8 +217,7 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
     assert not button["success"] and "make hub-grade" in button["error"], f"formgrader's Autograde: {button}"
     assert list((Path(hub["course_root"]) / "autograded" / hub["a"] / LAB).glob("*.ipynb")), \
         "formgrader's refused Autograde removed the graded copy"
-    fetched = as_user(hub["a"], "nbgrader", "fetch_feedback", LAB, hub=hub)
-    assert fetched.returncode == 0, fetched.stderr
+    alyssa.assignments("fetch_feedback", hub["course_id"])
     [page] = sorted((home(hub["a"]) / LAB / "feedback").glob(f"*/{submitted.stem}.html"))
     full = sum(corpus.test_cells(LAB).values())
     assert f"(Score: 0.0 / {full:.1f})" in page_text(page), page_text(page)[:300]
