@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from classroom.hub import limits, roster, server
@@ -195,6 +196,14 @@ def test_a_logs_in_and_their_server_runs_the_course(hub: dict, alyssa: Visitor) 
     assert procs and owners == {hub["a"]}, f"A's cgroup holds {procs}, run by {owners}"
     limit = next(f for f in ("memory.limit_in_bytes", "memory.max") if (group / f).exists())
     assert int((group / limit).read_text()) == int(hub["memory_gb"] * (1 << 30))
+
+
+def test_hub_status_shows_a_and_the_culler_runs(hub: dict, alyssa: Visitor) -> None:
+    """`make hub-status` lists A's server and its memory; jupyterhub-idle-culler runs as a hub service."""
+    report = server.status(hub["dir"])
+    assert f"have a server running: {hub['a']}" in report and hub["group_prefix"] + hub["a"] in report, report
+    culler = [p for p in psutil.process_iter(["cmdline"]) if "jupyterhub_idle_culler" in (p.info["cmdline"] or [])]
+    assert culler, "jupyterhub-idle-culler is not running"
 
 
 def test_a_fetches_lab_00_and_submits(hub: dict, alyssa: Visitor, submitted: Path) -> None:
