@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             return server.grade(args.lab, args.dir, tuple(extra))
     except (server.HubError, RosterError, PipelineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if args.step == "start" and server.Layout(args.dir.resolve()).state_file.exists():
+            print(f"what it made is on record: `python -m classroom.hub stop --dir {args.dir} --purge` "
+                  "(make hub-stop HUB_ARGS=--purge) removes it", file=sys.stderr)
         return 1
     return 0
 
