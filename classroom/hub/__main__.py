@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             return server.grade(args.lab, args.dir, tuple(extra))
     except (server.HubError, RosterError, PipelineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        if args.step == "start" and server.Layout(args.dir.resolve()).state_file.exists():
+        layout = server.Layout(args.dir.resolve())
+        if args.step == "start" and layout.state_file.exists() and not server.running(layout.load()):
             print(f"what it made is on record: `python -m classroom.hub stop --dir {args.dir} --purge` "
                   "(make hub-stop HUB_ARGS=--purge) removes it", file=sys.stderr)
         return 1
