@@ -144,7 +144,8 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
         raise HubError(f"every user's server runs the course's environment ({VENV}, its Python "
                        f"{os.path.realpath(sys.executable)}), but {', '.join(map(str, blocked))} lets no other user "
                        f"through: put the clone where they can (e.g. /srv/ddp-course) and build its venv from a "
-                       f"system Python (make PYTHON=/usr/bin/python3.11 hub-install), or chmod o+x those folders")
+                       f"system Python (make clean, then make hub PYTHON=/usr/bin/python3.11 ...), or chmod o+x "
+                       f"those folders")
     people = roster.read_roster(roster_file)
     layout = Layout(hub_dir.resolve())
     previous = layout.load() if layout.state_file.exists() else {}
