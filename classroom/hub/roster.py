@@ -75,19 +75,11 @@ def read_roster(path: Path) -> list[Person]:
 
 
 def exists(username: str) -> bool:
-    try:
-        pwd.getpwnam(username)
-        return True
-    except KeyError:
-        return False
+    return username in {entry.pw_name for entry in pwd.getpwall()}
 
 
 def group_exists(name: str) -> bool:
-    try:
-        grp.getgrnam(name)
-        return True
-    except KeyError:
-        return False
+    return name in {entry.gr_name for entry in grp.getgrall()}
 
 
 def _run(*argv: str, stdin: str | None = None) -> None:
