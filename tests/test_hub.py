@@ -91,10 +91,11 @@ class Visitor:
         assert answer.ok and reply["success"], f"{self.username}'s {action}: {reply}"
         return reply["value"]
 
-    def log_in(self) -> None:
-        """Post the login form (with its _xsrf cookie); JupyterHub then starts the user's server."""
+    def log_in(self, then: str = "") -> None:
+        """Post the login form (with its _xsrf cookie); JupyterHub then starts the user's server, unless `then`
+        names another page to go to (the hub's home page starts nothing)."""
         self.get("/hub/login")
-        answer = self.http.post(f"{self.base}/hub/login", timeout=60, data={
+        answer = self.http.post(f"{self.base}/hub/login?next={then}", timeout=60, data={
             "username": self.username, "password": self.password, "_xsrf": self.http.cookies.get("_xsrf")})
         assert answer.ok and "/hub/login" not in answer.url, f"{self.username} could not log in: {answer.url}"
 
@@ -167,8 +168,9 @@ def alyssa(hub: dict) -> Visitor:
 
 @pytest.fixture(scope="module")
 def instructor(hub: dict) -> Visitor:
+    """The instructor, logged in through the hub (no server of their own started: formgrader is a service)."""
     visitor = Visitor(hub, hub["instructor"])
-    visitor.log_in()
+    visitor.log_in(then="/hub/home")
     return visitor
 
 
