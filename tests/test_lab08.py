@@ -3,11 +3,14 @@
 The notebook's structure, grading and mutants (tests/corpus/lab08.py) are checked for every lab by the shared tests.
 Here: CallRecorder writes down dist.all_gather_single and dist.reduce_scatter_single (what torch's fully_shard calls),
 once each, and their deprecated names once too (they call the new ones inside torch, out of the recorder's sight);
-ring_bytes counts them as a ring's; and fully_shard's calls of one step are seen: two all-gathers and a
-reduce-scatter per unit. Seconds.
+ring_bytes counts them as a ring's; fully_shard's calls of one step are seen: two all-gathers and a
+reduce-scatter per unit; and utils.slow_link.SlowLink, the overlap test's link, returns async calls at once, delays
+what it should and serves the calls in order. Seconds.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import torch
@@ -16,6 +19,7 @@ from torch import nn
 
 from utils.collective_calls import Call, CallRecorder, ring_bytes
 from utils.launch import launch
+from utils.slow_link import SlowLink
 
 
 def _new_and_old_names() -> list[Call]:
@@ -62,3 +66,29 @@ def test_fully_shard_makes_two_gathers_and_a_reduce_scatter_per_unit() -> None:
         want = [Call(name, n, 2) for n in units
                 for name in ("all_gather_single", "all_gather_single", "reduce_scatter_single")]
         assert sorted(calls, key=repr) == sorted(want, key=repr), calls
+
+
+def _through_a_slow_link(seconds: float) -> tuple[float, float, list[str], bool]:
+    """Rank r: (seconds until an async all-gather returned, until it was done), the trace's names, and whether a
+    delayed gather finished after an undelayed reduce-scatter called later (it must not: calls run in order)."""
+    world = dist.get_world_size()
+    shard, full = torch.ones(2), torch.empty(2 * world)
+    with SlowLink(seconds, names=("all_gather_single", "reduce_scatter_single"),
+                  delayed=("all_gather_single",)) as link:
+        start = time.perf_counter()
+        work = dist.all_gather_single(full, shard, async_op=True)
+        returned = time.perf_counter() - start
+        dist.reduce_scatter_single(shard, full)  # queued behind the gather
+        overtaken = not work.is_completed()
+        work.wait()
+        done = time.perf_counter() - start
+    assert torch.equal(shard, torch.full((2,), float(world))), shard
+    return returned, done, [name for name, _, _ in link.trace], overtaken
+
+
+def test_the_slow_link_delays_in_order_and_returns_at_once() -> None:
+    for returned, done, names, overtaken in launch(_through_a_slow_link, 2, 0.2, timeout=30):
+        assert returned < 0.1 <= 0.2 <= done, (returned, done)
+        assert names == ["all_gather_single", "reduce_scatter_single"] and not overtaken, (names, overtaken)
+    with pytest.raises(ValueError, match="delayed names among"):
+        SlowLink(0.1, names=("all_reduce",), delayed=("broadcast",))

@@ -58,8 +58,9 @@ CASES = [
          loses={"test_fsdp_traffic", "test_fsdp_memory", "test_fsdp_bf16", "test_fsdp_vs_fully_shard",
                 "test_step_traffic"},
          says=("not again before backward?", "the masters (fsdp.parameters()) are")),
-    # 8.4: the reduce-scatter's sum not divided by N (SGD moves N times too far; AdamW, blind to the gradient's
-    # scale, stays within the tolerance of fully_shard's); and a prefetched unit "freed" by dropping the reference:
+    # 8.4: the reduce-scatter's sum not divided by N (SGD moves N times too far, against one process, DDP and
+    # fully_shard alike; AdamW, blind to the gradient's scale, would move only about 1e-6 off: the torch test uses
+    # SGD with momentum); and a prefetched unit "freed" by dropping the reference:
     # the views of it that the unit and autograd hold keep it in memory (backward gathers it again, into a tensor
     # nobody reads: the traffic and the gradients stay right). 8.1: the full gradient of backward forgotten.
     Case("not_averaged_prefetch_never_freed_and_backward_without_its_gradient", chain(
@@ -69,6 +70,7 @@ CASES = [
                 "            self.full[i] = None\n"
                 "            return\n" + FREE),
         replace(COSTS, '(unit_params * grad_bytes if phase == "backward" else 0)', "0")),
-         loses={"test_fsdp_equals_one_process_and_ddp", "test_fsdp_memory", "test_peak_bytes"},
+         loses={"test_fsdp_equals_one_process_and_ddp", "test_fsdp_memory", "test_fsdp_vs_fully_shard",
+                "test_peak_bytes"},
          says=("gradients summed, not averaged?", "a unit not freed after use")),
 ]
