@@ -117,8 +117,8 @@ def ring_bytes(calls: Iterable[Call]) -> int:
     total = 0
     for call in calls:
         if call.name not in _RING_PASSES:
-            raise ValueError(f"ring_bytes counts reduce_scatter_tensor, all_gather_into_tensor (or their _single names) and all_reduce, "
-                             f"not {call.name}")
+            raise ValueError(f"ring_bytes counts reduce_scatter_tensor, all_gather_into_tensor (or their _single "
+                             f"names) and all_reduce, not {call.name}")
         if call.nbytes % call.world_size:
             raise ValueError(f"{call.name} of {call.nbytes} bytes: not N = {call.world_size} equal chunks; pad the "
                              f"tensor to a multiple of N elements")
