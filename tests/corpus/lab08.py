@@ -45,14 +45,15 @@ CASES = [
                "waited for right after its launch?", "does not name the unit without parameters")),
     # 8.4: "freed" by dropping the reference (autograd keeps the storage alive) and no gather before backward: the
     # stale tensor still holds the right values, so the parameters are right, but it stays in memory and a step
-    # makes one all-gather per unit (fully_shard's calls too). The masters kept in bf16 when computing in bf16 (and
-    # the float32 gradient refused for them: the bf16 runs fail). 8.2: no padding counted.
+    # makes one all-gather per unit (fully_shard's calls too). The masters kept in bf16 when computing in bf16, their
+    # gradients too. 8.2: no padding counted.
     Case("stale_tensor_in_backward_bf16_master_and_unpadded_traffic", chain(
         replace(FSDP, FREE, "        self.full[i] = None  # MUTANT: autograd still holds it\n"),
         replace(FSDP, BEFORE_BACKWARD, BEFORE_BACKWARD.replace("self.ready(i, list(range(i - 1, -1, -1)))",
                                                                 "return  # MUTANT: the forward's tensor is reused")),
         replace(FSDP, MASTER, "shards.append(nn.Parameter(flat[self.rank * size:(self.rank + 1) * size].to("
                 "compute_dtype or torch.float32)))"),
+        replace(FSDP, MEAN, "        grad = grad.to(self.shards[i].dtype).div_(self.world)  # MUTANT: the master's dtype\n"),
         replace(COSTS, "shards = [-(-n // world_size) for n in unit_numels]",
                 "shards = [n / world_size for n in unit_numels]")),
          loses={"test_fsdp_traffic", "test_fsdp_memory", "test_fsdp_bf16", "test_fsdp_vs_fully_shard",
