@@ -53,7 +53,7 @@ CASES = [
                                                                 "return  # MUTANT: the forward's tensor is reused")),
         replace(FSDP, MASTER, "shards.append(nn.Parameter(flat[self.rank * size:(self.rank + 1) * size].to("
                 "compute_dtype or torch.float32)))"),
-        replace(FSDP, MEAN, "        grad = grad.to(self.shards[i].dtype).div_(self.world)  # MUTANT: the master's dtype\n"),
+        replace(FSDP, MEAN, "        grad = grad.to(self.shards[i].dtype).div_(self.world)  # MUTANT: its dtype\n"),
         replace(COSTS, "shards = [-(-n // world_size) for n in unit_numels]",
                 "shards = [n / world_size for n in unit_numels]")),
          loses={"test_fsdp_traffic", "test_fsdp_memory", "test_fsdp_bf16", "test_fsdp_vs_fully_shard",
