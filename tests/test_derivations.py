@@ -40,6 +40,14 @@ DERIVATIONS = {
     "06_async_staleness": Derivation("mean_staleness", (
         "1-n/2t", "1-n/(2t)", "1-fracn2t", "n/(2*t)", "fracn2t", "1-n/(2*len", "2*len(staleness)-n",
         "n(n-1)/2", "fracn(n-1)2", "n*(n-1)/2")),
+    # 8.1-8.3, one cell: the peak bytes per rank, k Psi / N + (1 + p) U c (+ U g in backward); one step's bytes,
+    # (N - 1) s_u (2c + r) per unit, 3 (N - 1) / N of the parameters' bytes for r = c; and the prefetch batch,
+    # b* = F (N - 1)(alpha + P c / (N B)) / (2 P).
+    "08_fsdp": Derivation("fsdp_costs", (
+        "(1+prefetch)*unit_params", "(prefetch+1)*unit_params", "(1+p)u", "(p+1)u", "(2+p)u", "u*(c+g)",
+        "(2*compute_bytes+reduce_bytes)", "(2c+r)", "2*c+r", "3(n-1)s", "3*(n-1)*s", "frac3(n-1)n", "3*(n-1)/n",
+        "gather*flops_per_second/(2*unit_params)", "(n-1)(alpha+pc/(nb))f/(2p)", "fracf(n-1)(alpha+",
+        "(n-1)cf/(2nb)", "frac(n-1)cf2nb", "(world_size-1)*compute_bytes*flops_per_second")),
 }
 
 

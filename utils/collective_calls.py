@@ -35,10 +35,12 @@ from utils.recording import COMMUNICATING, P2P, Recorder, Swaps, p2p_kind, swap_
 __all__ = ["COMMUNICATING", "Call", "CallRecorder", "ring_bytes"]
 
 # The argument that holds the full tensor (N chunks) of the collectives that ring_bytes knows.
-_FULL_TENSOR = {"all_reduce": "tensor", "reduce_scatter_tensor": "input", "all_gather_into_tensor": "output_tensor"}
+_FULL_TENSOR = {"all_reduce": "tensor", "reduce_scatter_tensor": "input", "all_gather_into_tensor": "output_tensor",
+                "reduce_scatter_single": "input", "all_gather_single": "output_tensor"}  # torch 2.13's new names
 # A ring sends (N-1)/N of the full tensor per rank for each pass: one for a reduce-scatter or an all-gather, two
 # for an all-reduce (its reduce-scatter, then its all-gather).
-_RING_PASSES = {"reduce_scatter_tensor": 1, "all_gather_into_tensor": 1, "all_reduce": 2}
+_RING_PASSES = {"reduce_scatter_tensor": 1, "all_gather_into_tensor": 1, "reduce_scatter_single": 1,
+                "all_gather_single": 1, "all_reduce": 2}
 
 
 @dataclass(frozen=True)
@@ -108,14 +110,15 @@ def ring_bytes(calls: Iterable[Call]) -> int:
     not a measurement of packets.
 
     Raises:
-        ValueError: a call other than reduce_scatter_tensor, all_gather_into_tensor or all_reduce, or a full
+        ValueError: a call other than reduce_scatter_tensor, all_gather_into_tensor (or torch 2.13's names of the two,
+            reduce_scatter_single and all_gather_single) or all_reduce, or a full
             tensor whose bytes do not split into N equal chunks (pad it to a multiple of N elements).
     """
     total = 0
     for call in calls:
         if call.name not in _RING_PASSES:
-            raise ValueError(f"ring_bytes counts reduce_scatter_tensor, all_gather_into_tensor and all_reduce, "
-                             f"not {call.name}")
+            raise ValueError(f"ring_bytes counts reduce_scatter_tensor, all_gather_into_tensor (or their _single "
+                             f"names) and all_reduce, not {call.name}")
         if call.nbytes % call.world_size:
             raise ValueError(f"{call.name} of {call.nbytes} bytes: not N = {call.world_size} equal chunks; pad the "
                              f"tensor to a multiple of N elements")

@@ -29,11 +29,11 @@ __all__ = [
 
 # Every function of torch.distributed that communicates (a recorder swaps those this torch version has).
 COMMUNICATING = (
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_reduce_coalesced",
-    "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
-    "gather", "gather_object", "irecv", "isend", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-    "scatter", "scatter_object_list", "send",
-)
+    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_gather_single", "all_reduce",
+    "all_reduce_coalesced", "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
+    "broadcast_object_list", "gather", "gather_object", "irecv", "isend", "recv", "reduce", "reduce_scatter",
+    "reduce_scatter_single", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
+)  # all_gather_single and reduce_scatter_single: torch 2.13's names of the tensor collectives, which FSDP2 calls
 # The point-to-point functions, each with the kind of message it makes and the name of its peer argument.
 P2P: dict[str, tuple[Literal["send", "recv"], str]] = {
     "send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src"), "irecv": ("recv", "src"),

@@ -1,0 +1,77 @@
+"""Lab 08 (FSDP): broken submissions, each losing exactly the points of what it broke.
+
+Points: test_peak_bytes 2, test_step_traffic 2, test_prefetch_batch 2, test_fsdp_equals_one_process_and_ddp 4,
+test_fsdp_traffic 2, test_fsdp_memory 2, test_fsdp_overlap 2, test_fsdp_bf16 2, test_fsdp_vs_fully_shard 2,
+test_fsdp_bad_input 1. The three derivations are independent functions; each of 8.4's test cells checks one property
+of FullyShardedDP, so faults whose cells are disjoint share a submission. The memory test sees every gathered
+storage still alive, wherever it is held (autograd's saved tensors too), so a unit kept whole costs its points
+whether the wrapper or autograd keeps it. The overlap test compares the communication a step exposes with and
+without prefetch: a fault that removes gathers changes both alike, and only a gather waited for at once loses it.
+"""
+
+from tests.corpus.common import Case, chain, replace
+
+ASSIGNMENT = "08_fsdp"
+
+FSDP = "FullyShardedDP"
+COSTS = "fsdp_costs"
+AFTER_FORWARD = ("    def _after_forward(self, i: int, unit: nn.Module, args: tuple, output) -> None:\n"
+                 "        self.free(i)\n")
+BEFORE_BACKWARD = ("    def _before_backward(self, i: int, unit: nn.Module, grad_output: tuple) -> None:\n"
+                   "        self.ready(i, list(range(i - 1, -1, -1)))\n")
+LAUNCH = "        self.pending[i] = dist.all_gather_single(self.full[i].data, shard, async_op=True)"
+FREE = "        self.full[i].untyped_storage().resize_(0)\n"
+MEAN = "        grad = grad.float().div_(self.world)\n"
+PREFETCH = ("            if self.pending[j] is None and not self.gathered(j):\n"
+            "                self.gather(j)\n")
+EMPTY_CHECK = "if not self.units or empty or outside:"
+MASTER = "shards.append(nn.Parameter(flat[self.rank * size:(self.rank + 1) * size].clone()))"
+
+CASES = [
+    # 8.4: each unit gathered once per step, kept from its forward to the end of its backward (no free after
+    # forward, so backward finds it gathered): the right parameters, one all-gather per unit instead of two, and
+    # every unit in memory at once. Each gather waited for right after its launch: no overlap. And no check for a
+    # unit without parameters: torch.cat of nothing raises a ValueError too, but one that names no unit.
+    # fully_shard makes two all-gathers per unit: its test compares the calls, and loses with the traffic test.
+    # 8.3: the gather's latency forgotten (alpha dropped).
+    Case("gathered_once_per_step_waited_at_once_no_empty_unit_check_and_no_latency", chain(
+        replace(FSDP, AFTER_FORWARD, AFTER_FORWARD.replace("self.free(i)", "return  # MUTANT: kept for backward")),
+        replace(FSDP, LAUNCH, LAUNCH + "; self.pending[i].wait()"),  # MUTANT: waited for at once
+        replace(FSDP, EMPTY_CHECK, "if not self.units or outside:"),
+        replace(COSTS, "(alpha + unit_params * compute_bytes", "(0 * alpha + unit_params * compute_bytes")),
+         loses={"test_fsdp_traffic", "test_fsdp_memory", "test_fsdp_overlap", "test_fsdp_bad_input",
+                "test_fsdp_vs_fully_shard", "test_prefetch_batch"},
+         says=("gathered once per step, or not again before backward?", "a unit not freed after use",
+               "waited for right after its launch?", "does not name the unit without parameters")),
+    # 8.4: "freed" by dropping the reference (autograd keeps the storage alive) and no gather before backward: the
+    # stale tensor still holds the right values, so the parameters are right, but it stays in memory and a step
+    # makes one all-gather per unit (fully_shard's calls too). The masters kept in bf16 when computing in bf16, their
+    # gradients too. 8.2: no padding counted.
+    Case("stale_tensor_in_backward_bf16_master_and_unpadded_traffic", chain(
+        replace(FSDP, FREE, "        self.full[i] = None  # MUTANT: autograd still holds it\n"),
+        replace(FSDP, BEFORE_BACKWARD, BEFORE_BACKWARD.replace("self.ready(i, list(range(i - 1, -1, -1)))",
+                                                                "return  # MUTANT: the forward's tensor is reused")),
+        replace(FSDP, MASTER, "shards.append(nn.Parameter(flat[self.rank * size:(self.rank + 1) * size].to("
+                "compute_dtype or torch.float32)))"),
+        replace(FSDP, MEAN, "        grad = grad.to(self.shards[i].dtype).div_(self.world)  # MUTANT: its dtype\n"),
+        replace(COSTS, "shards = [-(-n // world_size) for n in unit_numels]",
+                "shards = [n / world_size for n in unit_numels]")),
+         loses={"test_fsdp_traffic", "test_fsdp_memory", "test_fsdp_bf16", "test_fsdp_vs_fully_shard",
+                "test_step_traffic"},
+         says=("not again before backward?", "the masters (fsdp.parameters()) are")),
+    # 8.4: the reduce-scatter's sum not divided by N (SGD moves N times too far, against one process, DDP and
+    # fully_shard alike; AdamW, blind to the gradient's scale, would move only about 1e-6 off: the torch test uses
+    # SGD with momentum); and a prefetched unit "freed" by dropping the reference:
+    # the views of it that the unit and autograd hold keep it in memory (backward gathers it again, into a tensor
+    # nobody reads: the traffic and the gradients stay right). 8.1: the full gradient of backward forgotten.
+    Case("not_averaged_prefetch_never_freed_and_backward_without_its_gradient", chain(
+        replace(FSDP, MEAN, "        grad = grad.float()  # MUTANT: the sum\n"),
+        replace(FSDP, PREFETCH, PREFETCH + "                self.kept = getattr(self, 'kept', set()) | {j}\n"),
+        replace(FSDP, FREE, "        if i in getattr(self, 'kept', set()):  # MUTANT: a prefetched unit's memory kept\n"
+                "            self.full[i] = None\n"
+                "            return\n" + FREE),
+        replace(COSTS, '(unit_params * grad_bytes if phase == "backward" else 0)', "0")),
+         loses={"test_fsdp_equals_one_process_and_ddp", "test_fsdp_memory", "test_fsdp_vs_fully_shard",
+                "test_peak_bytes"},
+         says=("gradients summed, not averaged?", "a unit not freed after use")),
+]
