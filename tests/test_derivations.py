@@ -30,6 +30,15 @@ class Derivation:
 
 
 DERIVATIONS = {
+    # 0.4: the size at which a message gets a share s of 1/beta, s / (1 - s) * alpha / beta, and the pattern of the
+    # table it fills (9 n_1/2 at 90%, 99 n_1/2 at 99%).
+    "00_ranks_and_alpha_beta": Derivation("size_for_share", (
+        "share/(1-share)", "s/(1-s)", "fracs1-s", "fracshare1-share", "1/(1-share)-1", "1/(1-s)-1", "9n_1/2",
+        "99n_1/2", "ninetimes", "ninety-nine")),
+    # 3.0: c = h_SGD + h_DP, with h_SGD = k + B - 1 and h_DP = k + (max b_r - 1) + 2 + (N - 1).
+    "03_data_parallel_math": Derivation("rounding_constant", (
+        "k+b-1", "k_chain+b-1", "chain+sum(shard_sizes)-1", "sum(shard_sizes)-1", "max(shard_sizes)-1",
+        "len(shard_sizes)-1", "2k+2b", "h_sgd=k+", "h_dp=k+")),
     # 4.1: the best bucket count, in its two regimes: the K of equal terms, (C - beta' M) / alpha, with its
     # condition, and the communication-bound term's own minimum, sqrt(C / alpha), with T = beta' M + 2 sqrt(alpha C).
     "04_bucketed_ddp": Derivation("best_bucket_count", (
