@@ -35,6 +35,11 @@ DERIVATIONS = {
     "00_ranks_and_alpha_beta": Derivation("size_for_share", (
         "share/(1-share)", "s/(1-s)", "fracs1-s", "fracshare1-share", "1/(1-share)-1", "1/(1-s)-1", "9n_1/2",
         "99n_1/2", "ninetimes", "ninety-nine")),
+    # 2.4: the crossover M* = (alpha / beta) N (N - 1 - L) / (N L - N + 1), the equation it solves gathered,
+    # (N - 1 - L) alpha / beta = (L - (N - 1) / N) M*, and its large-N form with the numerator kept exact.
+    "02_ring_allreduce": Derivation("crossover_size", (
+        "n-1-l", "(n-1-l)/(n*l-n+1)", "n*l-n+1", "nl-n+1", "l-fracn-1n", "l-(n-1)/n", "fracn-1-ll-fracn-1n",
+        "fracn-1-log_2nlog_2n-1", "(p-1-math.log2(p))")),
     # 3.0: c = h_SGD + h_DP, with h_SGD = k + B - 1 and h_DP = k + (max b_r - 1) + 2 + (N - 1).
     "03_data_parallel_math": Derivation("rounding_constant", (
         "k+b-1", "k_chain+b-1", "chain+sum(shard_sizes)-1", "sum(shard_sizes)-1", "max(shard_sizes)-1",
@@ -45,10 +50,20 @@ DERIVATIONS = {
         "fracc-beta'malpha", "(c-beta'm)/alpha", "(c-beta*m)/alpha", "d/alpha", "fracdalpha",
         "sqrtc/alpha", "sqrt(c/alpha)", "(c/alpha)**0.5", "(c/alpha)**(1/2)",
         "sqrtalphac", "sqrt(alpha*c)", "(alpha*c)**0.5", "fracalphacc-beta'm", "alpha*c/d")),
+    # 5.0: v_inf = eta sigma^2 / (B (2 - eta - 2 eta / B)), from v' = (1 - eta)^2 v + eta^2 (2 v + sigma^2) / B, stable
+    # for eta < 2B / (B + 2).
+    "05_large_batch": Derivation("stationary_second_moment", (
+        "(1-eta)^2", "(1-eta)**2", "2-eta-2eta/b", "2-eta-2*eta/b", "fracetasigma^2b(2-eta", "eta/(b*(2-eta",
+        "2eta^2/b", "2*eta**2/b", "2v_t+sigma^2", "2b/(b+2)", "frac2bb+2")),
     # 6.4: the mean staleness of a run, (N - 1)(1 - N / 2T), and the fixed total N (N - 1) / 2 it comes from.
     "06_async_staleness": Derivation("mean_staleness", (
         "1-n/2t", "1-n/(2t)", "1-fracn2t", "n/(2*t)", "fracn2t", "1-n/(2*len", "2*len(staleness)-n",
         "n(n-1)/2", "fracn(n-1)2", "n*(n-1)/2")),
+    # 7.1: the bytes per rank of stages 1 and 2, (p + g) Psi + K Psi / N and p Psi + (g + K) Psi / N, and their
+    # mixed-precision values 4 Psi + 12 Psi / N and 2 Psi + 14 Psi / N.
+    "07_zero": Derivation("memory_per_rank", (
+        "(p+g)psi+kpsi/n", "ppsi+(g+k)psi/n", "(p+g)*psi+k*psi/n", "p*psi+(g+k)*psi/n", "4psi+12psi/n",
+        "2psi+14psi/n", "4*psi+12*psi/n", "2*psi+14*psi/n", "tendto4psiand2psi")),
 }
 
 
