@@ -35,6 +35,11 @@ DERIVATIONS = {
     "00_ranks_and_alpha_beta": Derivation("size_for_share", (
         "share/(1-share)", "s/(1-s)", "fracs1-s", "fracshare1-share", "1/(1-share)-1", "1/(1-s)-1", "9n_1/2",
         "99n_1/2", "ninetimes", "ninety-nine")),
+    # 1.9: the fewest messages, N - 1 for a rooted collective and 2 (N - 1) for the three whose every result depends
+    # on every rank (section 5's bound 3 counts 2 (N - 1) messages for one position of an all-reduce: the step left to
+    # the student is that one message may carry every position, and that AllGather and ReduceScatter need as many).
+    "01_collectives": Derivation("minimum_messages", (
+        "2*(int(n)-1)", "2n-2", "2*n-2", "2*(n-1)messages", "2(n-1)messagesintotal", "2(n-1)messagesinall")),
     # 2.4: the crossover M* = (alpha / beta) N (N - 1 - L) / (N L - N + 1), the equation it solves gathered,
     # (N - 1 - L) alpha / beta = (L - (N - 1) / N) M*, and its large-N form with the numerator kept exact.
     "02_ring_allreduce": Derivation("crossover_size", (
