@@ -7,6 +7,8 @@ and its crossover (exercise 2.4) is a bisection on the cost formulas, a root fou
 asks for the equation solved: the test's formulas raise when it calls them.
 """
 
+from tests.corpus.common import Case, body, chain
+
 BISECTION = """if N <= 3 or alpha == 0:
     return 0.0
 low, high = 0.0, 1e15  # bytes: the tree ahead at low, the ring at high
@@ -18,8 +20,6 @@ for _ in range(200):
         high = middle
 return low
 """
-
-from tests.corpus.common import Case, body, chain
 
 ASSIGNMENT = "02_ring_allreduce"
 
