@@ -30,16 +30,45 @@ class Derivation:
 
 
 DERIVATIONS = {
+    # 0.4: the size at which a message gets a share s of 1/beta, s / (1 - s) * alpha / beta, and the pattern of the
+    # table it fills (9 n_1/2 at 90%, 99 n_1/2 at 99%).
+    "00_ranks_and_alpha_beta": Derivation("size_for_share", (
+        "share/(1-share)", "s/(1-s)", "fracs1-s", "fracshare1-share", "1/(1-share)-1", "1/(1-s)-1", "9n_1/2",
+        "99n_1/2", "ninetimes", "ninety-nine")),
+    # 1.9: the fewest messages, N - 1 for a rooted collective and 2 (N - 1) for the three whose every result depends
+    # on every rank (section 5's bound 3 counts 2 (N - 1) messages for one position of an all-reduce: the step left to
+    # the student is that one message may carry every position, and that AllGather and ReduceScatter need as many).
+    "01_collectives": Derivation("minimum_messages", (
+        "2*(int(n)-1)", "2n-2", "2*n-2", "2*(n-1)messages", "2(n-1)messagesintotal", "2(n-1)messagesinall")),
+    # 2.4: the crossover M* = (alpha / beta) N (N - 1 - L) / (N L - N + 1), the equation it solves gathered,
+    # (N - 1 - L) alpha / beta = (L - (N - 1) / N) M*, and its large-N form with the numerator kept exact.
+    "02_ring_allreduce": Derivation("crossover_size", (
+        "n-1-l", "(n-1-l)/(n*l-n+1)", "n*l-n+1", "nl-n+1", "l-fracn-1n", "l-(n-1)/n", "fracn-1-ll-fracn-1n",
+        "fracn-1-log_2nlog_2n-1", "(p-1-math.log2(p))")),
+    # 3.0: c = h_SGD + h_DP, with h_SGD = k + B - 1 and h_DP = k + (max b_r - 1) + 2 + (N - 1).
+    "03_data_parallel_math": Derivation("rounding_constant", (
+        "k+b-1", "k_chain+b-1", "chain+sum(shard_sizes)-1", "sum(shard_sizes)-1", "max(shard_sizes)-1",
+        "len(shard_sizes)-1", "2k+2b", "h_sgd=k+", "h_dp=k+")),
     # 4.1: the best bucket count, in its two regimes: the K of equal terms, (C - beta' M) / alpha, with its
     # condition, and the communication-bound term's own minimum, sqrt(C / alpha), with T = beta' M + 2 sqrt(alpha C).
     "04_bucketed_ddp": Derivation("best_bucket_count", (
         "fracc-beta'malpha", "(c-beta'm)/alpha", "(c-beta*m)/alpha", "d/alpha", "fracdalpha",
         "sqrtc/alpha", "sqrt(c/alpha)", "(c/alpha)**0.5", "(c/alpha)**(1/2)",
         "sqrtalphac", "sqrt(alpha*c)", "(alpha*c)**0.5", "fracalphacc-beta'm", "alpha*c/d")),
+    # 5.0: v_inf = eta sigma^2 / (B (2 - eta - 2 eta / B)), from v' = (1 - eta)^2 v + eta^2 (2 v + sigma^2) / B, stable
+    # for eta < 2B / (B + 2).
+    "05_large_batch": Derivation("stationary_second_moment", (
+        "(1-eta)^2", "(1-eta)**2", "2-eta-2eta/b", "2-eta-2*eta/b", "fracetasigma^2b(2-eta", "eta/(b*(2-eta",
+        "2eta^2/b", "2*eta**2/b", "2v_t+sigma^2", "2b/(b+2)", "frac2bb+2")),
     # 6.4: the mean staleness of a run, (N - 1)(1 - N / 2T), and the fixed total N (N - 1) / 2 it comes from.
     "06_async_staleness": Derivation("mean_staleness", (
         "1-n/2t", "1-n/(2t)", "1-fracn2t", "n/(2*t)", "fracn2t", "1-n/(2*len", "2*len(staleness)-n",
         "n(n-1)/2", "fracn(n-1)2", "n*(n-1)/2")),
+    # 7.1: the bytes per rank of stages 1 and 2, (p + g) Psi + K Psi / N and p Psi + (g + K) Psi / N, and their
+    # mixed-precision values 4 Psi + 12 Psi / N and 2 Psi + 14 Psi / N.
+    "07_zero": Derivation("memory_per_rank", (
+        "(p+g)psi+kpsi/n", "ppsi+(g+k)psi/n", "(p+g)*psi+k*psi/n", "p*psi+(g+k)*psi/n", "4psi+12psi/n",
+        "2psi+14psi/n", "4*psi+12*psi/n", "2*psi+14*psi/n", "tendto4psiand2psi")),
     # 8.1-8.3, one cell: the peak bytes per rank, k Psi / N + (1 + p) U c (+ U g in backward); one step's bytes,
     # (N - 1) s_u (2c + r) per unit, 3 (N - 1) / N of the parameters' bytes for r = c; and the prefetch batch,
     # b* = F (N - 1)(alpha + P c / (N B)) / (2 P).

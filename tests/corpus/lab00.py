@@ -90,7 +90,9 @@ CASES = [
     # Also transcribes n_1/2 for every share in exercise 0.4 instead of deriving the size for a share.
     Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
          loses={"test_fit_alpha_beta", "test_size_for_share"},
-         says=("test_fit_alpha_beta (3 points) failed: AssertionError",)),
+         says=("test_fit_alpha_beta (3 points) failed: AssertionError",
+               "expected both back, got alpha = 3e-05 (1 times) and beta = 1e-09 (2 times)",
+               "test_size_for_share (1 points) failed", "(that is n_1/2, the size for a share of 1/2 only)")),
     # What the contract allows costs nothing: a barrier of every rank (rank 2 too) before the exchange. What it
     # rules out costs exactly its exercise: weights 1/t_i^2 from the measured times, pass 1 alone (biased low), and
     # a ring_shift that completes on Gloo but would hang on NCCL (the test's run under NCCL's rules refuses it).

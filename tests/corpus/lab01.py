@@ -30,16 +30,24 @@ return
 """
 
 CASES = [
-    # The built-in broadcast under another name: the right result and no message to count.
-    Case("cheat_c10d_broadcast", body("broadcast", 'check_root(src, "src")\n'
-                                      "torch.distributed.distributed_c10d.broadcast(tensor, src)\nreturn\n"),
-         loses={"test_broadcast"}),
+    # The built-in broadcast under another name: the right result and no message to count. And exercise 1.9's
+    # floors taken from the direct algorithms: N (N - 1) messages for AllGather and ReduceScatter, N (N - 1) for
+    # AllReduce too.
+    Case("cheat_c10d_broadcast_messages_of_the_direct_algorithms", chain(
+        body("broadcast", 'check_root(src, "src")\n'
+             "torch.distributed.distributed_c10d.broadcast(tensor, src)\nreturn\n"),
+        body("minimum_messages",
+             'return N - 1 if collective in ("broadcast", "scatter", "gather") else N * (N - 1)\n')),
+         loses={"test_broadcast", "test_minimum_messages"},
+         says=("test_broadcast (2 points) failed", "this exercise must be built only from",
+               "N = 3, all_gather: expected 4 (the search's fewest), got 6 (the direct algorithm's count: one message"
+               " may carry several pieces)", "N = 3, all_reduce: expected 4 (the search's fewest), got 6")),
     # The built-in all_gather, imported by name when the cell runs, before any ledger swaps the module's names.
     Case("cheat_imported_all_gather", chain(
         body("all_gather", "check_tensor_list(\"tensor_list\", tensor_list, tensor, same_shape=False)\n"
              "_builtin_all_gather(tensor_list, tensor)\nreturn\n"),
         append("all_gather", "from torch.distributed import all_gather as _builtin_all_gather  # noqa: E402\n"),
-    ), loses={"test_all_gather"}),
+    ), loses={"test_all_gather"}, says=("test_all_gather (3 points) failed", "this exercise must be built only from")),
     # Below the process group: the functional all_reduce, and a scatter whose messages the backend sends.
     Case("cheat_below_the_group", chain(
         body("all_reduce", 'summed = functional.all_reduce(tensor, "sum", dist.group.WORLD)\n'
