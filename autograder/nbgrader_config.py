@@ -37,9 +37,9 @@ c.CourseDirectory.feedback_directory = "feedback"
 # next cell.
 c.Execute.timeout = int(CELL_S)
 # Once the last cell has run, the kernel is killed rather than asked to leave: a kernel that imported torch takes
-# over 2.5 s to exit on a shutdown request (jupyter_client then waits half its shutdown_wait_time and sends SIGTERM),
-# a wait in every graded submission. Nothing is lost: every output is in by then, and the sandbox's PID namespace
-# and cgroup end the ranks with the kernel.
+# 1-2.5 s to exit on a shutdown request (measured on 2 cores, quiet to busy; jupyter_client waits up to half its
+# shutdown_wait_time, 2.5 s, then sends SIGTERM), a wait in every graded submission; killed, 0.1 s. Nothing is lost:
+# every output is in by then, and the sandbox's PID namespace and cgroup end the ranks with the kernel.
 c.Execute.shutdown_kernel = "immediate"
 
 # nbgrader zeroes a test cell with *any* stderr output (nbgrader/utils.py, determine_grade), and
