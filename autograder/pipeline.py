@@ -37,6 +37,13 @@ CONFIG_FILE = Path(__file__).resolve().with_name("nbgrader_config.py")
 COURSE_KERNELSPEC = {"display_name": "Python (DDP course)", "language": "python", "name": "ddp-course"}
 
 
+# `python -m nbgrader`, less a grammar it never uses: jsonschema (through nbformat) imports rfc3987-syntax when it is
+# installed (jupyter-events pulls it in) to check "iri" formats, and that import builds a lark grammar: 1.4-2.6 s of
+# CPU (quiet to busy 2 cores), more than half of nbgrader's start, in every command (once per graded submission).
+# No schema nbgrader validates has an "iri" format; with the module marked missing, jsonschema skips that checker.
+NBGRADER_MAIN = "import sys; sys.modules['rfc3987_syntax'] = None; from nbgrader.apps.nbgraderapp import main; main()"
+
+
 class PipelineError(RuntimeError):
     """Something in the course folders is not what the pipeline expects (the message says what)."""
 
@@ -87,7 +94,7 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
     """
     root = Path(root).resolve()
     argv = [
-        sys.executable, "-m", "nbgrader", command, *args,
+        sys.executable, "-c", NBGRADER_MAIN, command, *args,
         # JupyterApp.config_file, without ".py": nbgrader's own "is there a config?" check appends it.
         f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}",
         f"--CourseDirectory.root={root}",  # the command line beats the root computed in the config

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,8 @@ from tests.corpus.common import HIDDEN, SOLUTION
 from tests.test_lab_server import make_lab
 
 SET_UP_DONE = ("-o", ".venv/.installed")  # make: take the set-up as done, never run it
+MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")  # how make passes itself on to a child make
+STUDENT_MAKE_VARIABLES = ("LAB", "PYTEST_ARGS")  # what the edition's test rule reads from its caller
 GENERATED = {"Makefile", "README.md", "tests/test_labs.py"}
 # Solution lines that the student edition holds on purpose, each with its reason (README: "What a later lab gives
 # away of an earlier one"). Any other solution line found there is a leak.
@@ -72,10 +76,26 @@ def student_text(name: str, data: bytes) -> str:
     return "\n".join(source(cell) for cell in json.loads(text)["cells"]) if name.endswith(".ipynb") else text
 
 
+def own_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without what a calling make hands down to a make it runs: its own variables (MAKEFLAGS...), each
+    variable set on its command line (`make test PYTEST_ARGS=--durations=60` exports PYTEST_ARGS, which the clone's
+    test rule reads too), and the two variables that rule reads from its user.
+    """
+    _, _, assigned = f" {environ.get('MAKEFLAGS', '')}".partition(" -- ")  # GNU make: options -- VAR=value ...
+    handed_down = {*MAKE_VARIABLES, *STUDENT_MAKE_VARIABLES, *re.findall(r"(?:^| )(\w+)[:+?!]?=", assigned)}
+    return {k: v for k, v in environ.items() if k not in handed_down}
+
+
+def test_own_environment_drops_what_a_calling_make_hands_down() -> None:
+    caller = {"MAKEFLAGS": "s -- PYTEST_ARGS=-x\\ -q N:=2", "MFLAGS": "-s", "MAKELEVEL": "1", "PYTEST_ARGS": "-x -q",
+              "N": "2", "LAB": "01", "HOME": "/home/me", "PATH": "/usr/bin"}
+    assert own_environment(caller) == {"HOME": "/home/me", "PATH": "/usr/bin"}
+
+
 def make(clone: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
-    return subprocess.run(["make", *SET_UP_DONE, *args], cwd=clone, env=env, capture_output=True, text=True,
-                          timeout=120)
+    """Run the clone's make with `args`, whatever the make that runs these tests was given."""
+    return subprocess.run(["make", *SET_UP_DONE, *args], cwd=clone, env=own_environment(os.environ),
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_every_file_is_a_student_file(clone: Path) -> None:
@@ -113,7 +133,10 @@ def test_leaks_finds_an_answer(tmp_path: Path) -> None:
     assert len(export.leaks(tmp_path)) == 2
 
 
-def test_makefile_has_the_student_targets_only(clone: Path) -> None:
+def test_makefile_has_the_student_targets_only(clone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As under `make test PYTEST_ARGS=--durations=60`: the caller's variables must not reach the clone's make.
+    monkeypatch.setenv("MAKEFLAGS", " -- PYTEST_ARGS=--durations=60")
+    monkeypatch.setenv("PYTEST_ARGS", "--durations=60")
     helped = make(clone, "help")
     assert helped.returncode == 0, helped.stderr
     targets = sorted(line.split()[0] for line in helped.stdout.splitlines())

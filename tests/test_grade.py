@@ -352,3 +352,37 @@ def test_private_internals_are_found_in_code_not_in_prose() -> None:
     assert private_internals("from utils.p2p_ledger import unrestricted") == {"unrestricted"}
     assert private_internals("%time x = 1\n_calls = []  # torch.ops.c10d\nprint('c10d is torch\\'s layer')") == set()
     assert private_internals("dist.distributed_c10d.all_reduce(t)\nfrom torch.distributed import all_reduce") == set()
+
+
+class _FakeGroup:
+    """A cgroup stand-in that records its removal (Box.open's clean-up is checked without a real cgroup)."""
+
+    folders: list[Path] = []
+    removed = 0
+
+    def oom_kills(self) -> int:
+        return 0
+
+    def remove(self) -> None:
+        _FakeGroup.removed += 1
+
+
+@pytest.mark.parametrize("failing", ["the cgroup", "the kernelspec"])
+def test_a_box_that_fails_to_open_leaves_no_socket_folder_or_cgroup(failing: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import autograder.sandbox as sandbox
+
+    def refuse(*_args: object) -> None:
+        raise OSError(f"{failing} refused")
+
+    sockets = tmp_path / "tmp"  # where tempfile.mkdtemp puts the ag- socket folder
+    sockets.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
+    monkeypatch.setattr(_FakeGroup, "removed", 0)
+    monkeypatch.setattr(sandbox.Group, "create", refuse if failing == "the cgroup" else lambda *_: _FakeGroup())
+    monkeypatch.setattr(sandbox.json, "dumps", refuse)  # the kernelspec is written last
+    (tmp_path / "root").mkdir()
+    with pytest.raises(OSError, match=f"{failing} refused"):
+        sandbox.Box.open(tmp_path / "root", sandbox.Limits())
+    assert list(sockets.iterdir()) == []
+    assert _FakeGroup.removed == (failing == "the kernelspec")

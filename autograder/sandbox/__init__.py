@@ -150,12 +150,18 @@ class Box:
 
     @classmethod
     def open(cls, root: Path, limits: Limits | None) -> Box:
-        """Make the scratch folder in the course root `root` (and, with `limits`, the cgroup and kernelspec)."""
+        """Make the scratch folder in the course root `root` (and, with `limits`, the cgroup and kernelspec).
+
+        If a step fails, what the earlier ones made outside `root` (the socket folder, the cgroup) is removed
+        before the error goes on.
+        """
         scratch = Path(root).resolve() / ".sb"
         for sub in ("home", "tmp"):
             (scratch / sub).mkdir(parents=True)
         box = cls(scratch, limits)
-        if limits is not None:
+        if limits is None:
+            return box
+        try:
             _copy_font_cache(scratch / "home")
             box.sockets = Path(tempfile.mkdtemp(prefix="ag-"))
             box.group = Group.create(limits.memory_bytes, limits.processes)
@@ -166,6 +172,9 @@ class Box:
             (spec / "kernel.json").write_text(json.dumps({
                 "argv": argv, "display_name": "Python (DDP course, sandboxed grading)", "language": "python",
                 "interrupt_mode": "signal", "env": {"PYTHONPATH": str(PACKAGE_ROOT)}}))
+        except BaseException:
+            box.close()
+            raise
         return box
 
     @property
@@ -197,11 +206,13 @@ class Box:
             return [NOT_SANDBOXED]
         notes = []
         try:
-            if self.group.oom_kills():
+            if self.group is not None and self.group.oom_kills():
                 notes.append(f"used more than {self.limits.memory_words()}: stopped (the memory of its kernel and "
                              "ranks together is bounded)")
         finally:
-            self.group.remove()
+            if self.group is not None:  # None: open failed before it made the cgroup
+                self.group.remove()
             shutil.rmtree(self.scratch, ignore_errors=True)
-            shutil.rmtree(self.sockets, ignore_errors=True)
+            if self.sockets is not None:
+                shutil.rmtree(self.sockets, ignore_errors=True)
         return notes
