@@ -1,23 +1,24 @@
 """The sandbox's cost: a lab's corpus graded with and without it, in one run, in both orders.
 
-    python -m tests.measure_sandbox [ASSIGNMENT [CASE,CASE,...]]     (default: lab 00, all its cases)
+    python -m tests.measure_sandbox [ASSIGNMENT|all] [CASE,CASE,...] [--passes on,off,off,on]
 
-Four passes over the same submissions (the lab's corpus without the hostile cases, which run only sandboxed):
-on, off, off, on, so that a machine that gets busier or quieter during the run weighs on both alike. Each pass is
-one grade_class with the grading run's settings (tests/conftest.py); the number is the sum of the submissions'
-own grading times per pass, and the overhead the ratio of the sandboxed sums to the unsandboxed ones.
+Passes over the same submissions (the lab's corpus, or every lab's with `all`, without the hostile cases, which
+run only sandboxed): by default on, off, off, on, so that a machine that gets busier or quieter during the run
+weighs on both alike (the whole corpus is about 8 minutes a pass on 2 cores: `all --passes on,off` halves it).
+Each pass is one grade_class with the grading run's settings (tests/conftest.py); the number is the sum of the
+submissions' own grading times per pass, and the overhead the ratio of the sandboxed sums to the unsandboxed ones.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import time
 from pathlib import Path
 
 from autograder import class_run, grade
 from tests.conftest import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
-from tests.corpus import cases, hostile
+from tests.corpus import cases, hostile, lab_modules
 from tests.corpus.common import write_case
 
 
@@ -31,15 +32,18 @@ def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Resu
     return sum(r.seconds for r in results), results
 
 
-def main(assignment: str, names: set[str] | None) -> None:
+def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> None:
+    if set(passes) != {True, False}:
+        raise SystemExit("measure_sandbox: --passes needs at least one 'on' and one 'off'")
     with tempfile.TemporaryDirectory(prefix="measure-subs-") as subs:
         hostile_names = {c.name for c in hostile.CASES}
-        for case in cases(assignment):
-            if case.name not in hostile_names and (names is None or case.name in names):
-                write_case(Path(subs), assignment, case)
+        for assignment in assignments:
+            for case in cases(assignment):
+                if case.name not in hostile_names and (names is None or case.name in names):
+                    write_case(Path(subs), assignment, case)
         sums: dict[bool, list[float]] = {True: [], False: []}
         scores: dict[bool, list[dict]] = {True: [], False: []}
-        for sandboxed in (True, False, False, True):
+        for sandboxed in passes:
             start = time.monotonic()
             seconds, results = one_pass(Path(subs), sandboxed)
             sums[sandboxed].append(seconds)
@@ -52,6 +56,15 @@ def main(assignment: str, names: set[str] | None) -> None:
           f"the same scores every pass: {same}")
 
 
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.measure_sandbox", description=__doc__.splitlines()[0])
+    parser.add_argument("assignment", nargs="?", default=hostile.ASSIGNMENT, help="a lab, or `all` (every lab)")
+    parser.add_argument("cases", nargs="?", default=None, help="CASE,CASE,... (default: all of them)")
+    parser.add_argument("--passes", default="on,off,off,on", help="the order of sandboxed (on) and unconfined passes")
+    return parser.parse_args()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else hostile.ASSIGNMENT,
-         set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None)
+    args = arguments()
+    main(sorted(lab_modules()) if args.assignment == "all" else [args.assignment],
+         set(args.cases.split(",")) if args.cases else None, [word == "on" for word in args.passes.split(",")])
