@@ -11,7 +11,8 @@ finalizer runs the same clean-up when a step fails.
 
 A submits lab 00 as fetched (untouched): its score is known (zero, every test cell failing) and it grades quickest.
 Where the venv's Python lives below a folder that other users cannot pass (a pyenv Python in /root, 0700, as on CI's
-machines), the test lets them through (o+x: pass, not list) while it runs and restores the mode after.
+machines), the test lets them through (o+x: pass, not list) while it runs and restores the mode after; a clone in a
+0700 folder (mktemp -d) is also made listable (o+rx), since the servers import from it.
 
 Needs root and the hub's parts (`make hub-install`); without them the hub's tests are skipped with a line that says
 so, unless HUB_TEST_REQUIRED=1 (.ci/run sets it, as BROWSER_TEST_REQUIRED for the browser), where that is a
@@ -131,9 +132,10 @@ def hub() -> Iterator[dict]:
         pytest.skip(f"the hub test needs {'; '.join(lacks)}: {HOW_TO_ENABLE}")
     scratch = Path(tempfile.mkdtemp(prefix="ddp-hub-test-"))
     os.chmod(scratch, 0o755)  # the users' homes go below it
-    opened = {p: p.stat().st_mode for p in server.unreachable()}
+    lacking = server.unreachable()
+    opened = {p: p.stat().st_mode for p in lacking}
     for path, mode in opened.items():
-        os.chmod(path, mode | 0o001)
+        os.chmod(path, mode | lacking[path])
     tag = os.urandom(2).hex()
     roster_file = scratch / "roster.csv"
     roster_file.write_text(f"username,name,role\nhubt{tag}-a,Alyssa,student\nhubt{tag}-b,Ben,student\n"

@@ -108,11 +108,14 @@ def missing_parts() -> list[str]:
     return lacks
 
 
-def unreachable() -> list[Path]:
-    """The folders that another user cannot pass through (no o+x) on the way to the repository or to the venv's
-    Python (a pyenv Python under /root, say): every user's server runs both."""
-    paths = {REPO_ROOT, Path(os.path.realpath(sys.executable)).parent}
-    return sorted({p for path in paths for p in [path, *path.parents] if not os.stat(p).st_mode & 0o001})
+def unreachable() -> dict[Path, int]:
+    """The permission bits that other users lack on the way to the repository or to the venv's Python (a pyenv
+    Python under /root, say), by folder: every user's server runs both. Each folder on the way must let them through
+    (o+x), and the repository also be listed (o+r): it is on the servers' PYTHONPATH, and Python's importer lists each
+    folder there, finding nothing in one it cannot read."""
+    python = Path(os.path.realpath(sys.executable)).parent
+    needed = {p: 0o001 for p in [python, *python.parents, *REPO_ROOT.parents]} | {REPO_ROOT: 0o005}
+    return {p: bits & ~os.stat(p).st_mode for p, bits in sorted(needed.items()) if bits & ~os.stat(p).st_mode}
 
 
 def free_port() -> int:
@@ -143,9 +146,9 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
     if blocked := unreachable():
         raise HubError(f"every user's server runs the course's environment ({VENV}, its Python "
                        f"{os.path.realpath(sys.executable)}), but {', '.join(map(str, blocked))} lets no other user "
-                       f"through: put the clone where they can (e.g. /srv/ddp-course) and build its venv from a "
-                       f"system Python (make clean, then make hub PYTHON=/usr/bin/python3.11 ...), or chmod o+x "
-                       f"those folders")
+                       f"through (or list the repository): put the clone where they can (e.g. /srv/ddp-course) and "
+                       f"build its venv from a system Python (make clean, then make hub PYTHON=/usr/bin/python3.11 "
+                       f"...), or chmod o+x those folders (o+rx the repository)")
     people = roster.read_roster(roster_file)
     layout = Layout(hub_dir.resolve())
     previous = layout.load() if layout.state_file.exists() else {}
