@@ -21,6 +21,7 @@ failure. The roster's checks, first, need neither.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
 import re
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.slow  # one grading run and a hub (about a minute): lef
 
 LAB = "00_ranks_and_alpha_beta"
 SPAWN_S = 120.0  # a first server start on a busy 2-core machine (JupyterLab's imports dominate)
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
 @pytest.mark.parametrize(("line", "says"), [
@@ -123,6 +125,23 @@ def home(username: str) -> Path:
     return Path(pwd.getpwnam(username).pw_dir)
 
 
+def adopt_orphans(on: bool) -> None:
+    """While on, the orphans of this process's descendants become its children (a child subreaper), not PID 1's.
+
+    A process whose parent is killed first (a kernel of a server that `stop` kills) is re-parented; where PID 1 never
+    collects its orphans' exit status (CI's machine, a container without an init), its zombie would stay, run by a
+    student's uid, for as long as the machine runs. Adopted, the test collects it (collect_zombies) before it looks."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def collect_zombies() -> None:
+    """Collect the exit status of this process's children that have ended (the orphans it adopted among them)."""
+    for child in psutil.Process().children():
+        if child.status() == psutil.STATUS_ZOMBIE:
+            os.waitpid(child.pid, 0)
+
+
 @pytest.fixture(scope="module")
 def hub() -> Iterator[dict]:
     """The hub, started as `make hub` starts it; stopped and purged at the end whatever happened."""
@@ -143,6 +162,7 @@ def hub() -> Iterator[dict]:
     (scratch / "home").mkdir(mode=0o755)
     modes = {p.name: p.lstat().st_mode for p in ROOT.iterdir()}
     hub_dir = scratch / "hub"
+    adopt_orphans(True)
     try:
         state = server.start(roster_file, hub_dir, port=server.free_port(), ip="127.0.0.1", home_base=scratch / "home",
                              name=f"hubt{tag}", say=lambda line: None)
@@ -154,6 +174,8 @@ def hub() -> Iterator[dict]:
             if (hub_dir / "private" / "state.json").exists():
                 server.stop(hub_dir, purge=True, say=lambda line: None)
         finally:
+            collect_zombies()
+            adopt_orphans(False)
             for path, mode in opened.items():
                 os.chmod(path, mode)
             subprocess.run(["rm", "-rf", str(scratch)], check=False)
@@ -294,10 +316,12 @@ def test_stop_removes_everything(hub: dict) -> None:
     uids = {pwd.getpwnam(u).pw_uid for u in users}
     homes = [home(u) for u in users]
     server.stop(hub["dir"], purge=True, say=lambda line: None)
+    collect_zombies()
     left = [u for u in users if roster.exists(u)]
     assert not left, f"users left: {left}"
     assert not [h for h in homes if h.exists()], "homes left"
-    running = [p for p in Path("/proc").iterdir() if p.name.isdigit() and p.exists() and p.stat().st_uid in uids]
+    running = [p.pid for p in psutil.process_iter(["uids"])
+               if p.info["uids"] and {p.info["uids"].real, p.info["uids"].effective} & uids]
     assert not running, f"processes of the hub's users left: {running}"
     assert not limits.leftover_groups(hub["group_prefix"]), "cgroups left"
     assert not hub["dir"].exists(), "the hub's folder (exchange, gradebook, state) is left"
