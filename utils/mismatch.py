@@ -1,6 +1,6 @@
 """What a failing test tells a student: what was expected, what came instead, where, and the likely mistake.
 
-    from utils.mismatch import Problems, summary
+    from utils.mismatch import Problems, assert_no_problems
 
     def cases() -> list[str]:                      # on every rank, e.g. through utils.launch.launch
         problems = Problems()
@@ -9,8 +9,7 @@
         problems.require(ledger.totals() == want, f"N={world} rank {rank}", f"traffic {ledger.totals()}")
         return problems.lines                      # plain strings: they come back from a rank by value
 
-    found = [line for per_rank in launch(cases, 3, timeout=20) for line in per_rank]
-    assert not found, summary(found)
+    assert_no_problems(launch(cases, 3, timeout=20))  # every rank's lines, one message
 
 A difference is described at its first differing element, with both values, how many elements differ and by
 how much at most; a wrong shape, dtype or length is named as such before any value is compared. Where the got
@@ -223,3 +222,21 @@ def summary(lines: Sequence[str], limit: int = 8) -> str:
         return lines[0]
     head = f"{len(lines)} problems" + (f"; the first {limit}:" if len(lines) > limit else ":")
     return "\n  ".join([head, *lines[:limit]])
+
+
+def assert_no_problems(per_rank: Sequence[Sequence[str]]) -> None:
+    """Pass when no rank found a problem; else fail with summary() of all of them, rank 0's first.
+
+    `per_rank` is what utils.launch.launch returns for a function that returns its Problems' lines on every rank.
+
+    >>> assert_no_problems([[], []])
+    >>> assert_no_problems([["N=2 rank 0: expected 1, got 2"], ["N=2 rank 1: expected 1, got 2"]])
+    Traceback (most recent call last):
+        ...
+    AssertionError: 2 problems:
+      N=2 rank 0: expected 1, got 2
+      N=2 rank 1: expected 1, got 2
+    """
+    found = [line for lines in per_rank for line in lines]
+    if found:
+        raise AssertionError(summary(found))
