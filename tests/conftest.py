@@ -4,30 +4,31 @@ Markers: each lab's tests carry `labNN` (a test_labNN.py module, or a parameter 
 test that reads the grading run carries `slow`. So `pytest -m lab02` runs one lab, and `pytest -m "not slow"`
 (`make test-fast`) everything that needs no grading run.
 
-The grading run (fixture `grading`, once per session): every lab's solution, untouched release and broken cases
-(tests/corpus/) go through one `grade_class` run, one worker per core, and the tests read its results. When
-only some labs' tests are selected, only those labs are graded.
+The grading run (tests/grading_run.py): every selected lab's solution, untouched release and broken cases
+(tests/corpus/) go through one `grade_class` run, one worker per core. It starts in a process of its own as the
+session begins, and the tests that do not read it run meanwhile; the tests that read it (fixture `grading`) are
+moved to the end of the session, where they wait for it, showing its progress. When only some labs' tests are
+selected, only those labs are graded.
 """
 
 from __future__ import annotations
 
-import threading
+import os
+import pickle
+import signal
+import subprocess
+import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from autograder import class_run, grade, reports
 from tests import corpus
-from tests.common import ASSIGNMENTS, GradingRun, lab_marker
-from tests.corpus.hostile import SANDBOX_LIMITS
+from tests.common import ASSIGNMENTS, ROOT, GradingRun, lab_marker
+from tests.grading_run import FINISHED, PROGRESS
+from utils.timeouts import KILL_SLACK_S
 
-# The corpus runs with nbgrader's per-cell limit lowered to GRADING_CELL_TIMEOUT, so that lab 00's infinite
-# loop costs two cells of 40 s instead of two of 120 s (no cell of a solution needs 10 s with COURSE_FAST=1),
-# and with GRADING_TIMEOUT for a whole submission; sandboxed within SANDBOX_LIMITS (tests/corpus/hostile.py).
-GRADING_CELL_TIMEOUT = 40.0
-GRADING_TIMEOUT = 300.0
+RUN_KEY = pytest.StashKey[tuple[subprocess.Popen, Path]]()  # the grading run's process and folder
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,68 +44,74 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = Path(str(item.fspath)).stem.removeprefix("test_")
         if module in labs:
             item.add_marker(module)
-        if "grading" in getattr(item, "fixturenames", ()):
+        if reads_grading(item):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=reads_grading)  # stable: the rest first, in order, while the run grades; then its readers
+
+
+def reads_grading(item: pytest.Item) -> bool:
+    return "grading" in getattr(item, "fixturenames", ())
 
 
 def labs_to_grade(items: list[pytest.Item]) -> list[str]:
     """The assignments whose selected tests read the grading run (all of them when no test names a lab)."""
-    wanted = {m.name for item in items if "grading" in getattr(item, "fixturenames", ())
-              for m in item.iter_markers()}
+    wanted = {m.name for item in items if reads_grading(item) for m in item.iter_markers()}
     return [a for a in ASSIGNMENTS if lab_marker(a) in wanted] or ASSIGNMENTS
 
 
-class Overlap:
-    """grade_one, with the first `parties` submissions made to wait for each other before they are graded.
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the grading run when a selected test reads it (tests/grading_run.py), in its own session and folder."""
+    if session.config.option.collectonly or not any(reads_grading(item) for item in session.items):
+        return
+    base = session.config._tmp_path_factory.mktemp("grading-run")  # tmp_path_factory's, before any fixture runs
+    with (base / "grading_run.out").open("w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "tests.grading_run", str(base),
+                                    *labs_to_grade(session.items)],
+                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    session.config.stash[RUN_KEY] = (process, base)
 
-    So that many really are graded at once, whatever the machine's speed, and `peak` records how many were.
-    """
 
-    def __init__(self, grade_one: Callable[..., grade.Result], parties: int):
-        self.grade_one = grade_one
-        self.barrier = threading.Barrier(parties, timeout=300)
-        self.lock = threading.Lock()
-        self.calls = self.active = self.peak = 0
-
-    def __call__(self, *args, **kwargs) -> grade.Result:
-        with self.lock:
-            self.calls += 1
-            first = self.calls <= self.barrier.parties
-            self.active += 1
-            self.peak = max(self.peak, self.active)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A run still going when the session ends (Ctrl-C, -x): interrupted as Ctrl-C would (grade_class then stops
+    every process of every submission), killed outright if it does not end within the kill slack."""
+    if RUN_KEY not in session.config.stash:
+        return
+    process, _ = session.config.stash[RUN_KEY]
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
         try:
-            if first:
-                self.barrier.wait()
-            return self.grade_one(*args, **kwargs)
-        finally:
-            with self.lock:
-                self.active -= 1
+            process.wait(timeout=KILL_SLACK_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 @pytest.fixture(scope="session")
-def grading(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> GradingRun:
-    """Grade every selected lab's corpus in one grade_class run; show its progress on the terminal."""
-    labs = labs_to_grade(request.session.items)
-    submissions = tmp_path_factory.mktemp("submissions")
-    written = corpus.write(submissions, labs)
-    out = tmp_path_factory.mktemp("graded")
-    workers = class_run.default_workers()
-    overlap = Overlap(grade.grade_one, parties=min(workers, len(written)))
-    lines: list[str] = []
+def grading(request: pytest.FixtureRequest) -> GradingRun:
+    """The grading run's results, once it has finished; its progress, a line per submission, shown meanwhile."""
+    process, base = request.config.stash[RUN_KEY]
     capture = request.config.pluginmanager.getplugin("capturemanager")
+    shown = 0
 
-    def progress(line: str) -> None:
-        lines.append(line)
+    def show_new_lines() -> None:
+        nonlocal shown
+        lines = (base / PROGRESS).read_text().splitlines() if (base / PROGRESS).exists() else []
         with capture.global_and_fixture_disabled():
-            print(f"\n  grading run: {line}", end="", flush=True)
+            for line in lines[shown:]:
+                print(f"\n  grading run: {line}", end="", flush=True)
+        shown = len(lines)
 
-    start = time.monotonic()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(class_run, "grade_one", overlap)
-        results = class_run.grade_class(submissions, out, workers=workers, timeout=GRADING_TIMEOUT,
-                                        cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"},
-                                        progress=progress, sandbox=SANDBOX_LIMITS)
-    progress(f"{reports.summary(results)} in {time.monotonic() - start:.0f} s\n")
-    return GradingRun(out, {(r.assignment, r.student): r for r in results},
-                      written, lines, workers, overlap.peak,
-                      time.monotonic() - start)
+    while process.poll() is None:
+        show_new_lines()
+        time.sleep(1.0)
+    show_new_lines()
+    with capture.global_and_fixture_disabled():
+        print(flush=True)  # the tests' own progress on a line of its own
+    if process.returncode != 0 or not (base / FINISHED).exists():
+        output = (base / "grading_run.out").read_text(errors="replace")
+        pytest.fail(f"the grading run (python -m tests.grading_run) exited with {process.returncode}:\n"
+                    f"{output[-4000:]}")
+    finished = pickle.loads((base / FINISHED).read_bytes())
+    cases = {(lab, case.name): case for lab in labs_to_grade(request.session.items) for case in corpus.cases(lab)}
+    return GradingRun(finished.out, {(r.assignment, r.student): r for r in finished.results}, cases,
+                      finished.lines, finished.workers, finished.peak_workers, finished.seconds)

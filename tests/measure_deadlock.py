@@ -21,9 +21,9 @@ from pathlib import Path
 
 from autograder import class_run
 from tests.common import ASSIGNMENTS
-from tests.conftest import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 from tests.corpus import hostile
 from tests.corpus.common import Case, Notebook, released, source, write_case
+from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 
 BOUND_S = 180.0  # issue #23: such a submission is graded within 3 minutes
 # Both ranks of a pair wait to receive first: Gloo blocks each in recv until the launcher's watchdog ends the launch.

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from autograder import class_run, grade
-from tests.conftest import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 from tests.corpus import cases, hostile, lab_modules
 from tests.corpus.common import write_case
+from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 
 
 def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Result]]:

@@ -31,7 +31,7 @@ from tests.common import (
     lab_params,
     meta,
 )
-from tests.conftest import GRADING_TIMEOUT
+from tests.grading_run import GRADING_TIMEOUT
 
 ALL = [(a, c.name) for a in ASSIGNMENTS for c in corpus.cases(a)]
 CASES = lab_params(ALL, assignment_of=lambda v: v[0])

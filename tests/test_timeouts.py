@@ -16,7 +16,7 @@ import pytest
 from autograder import class_run, pipeline, processes
 from autograder.__main__ import main
 from tests.common import CELL_TIMEOUT, KILL_SLACK, ROOT
-from tests.conftest import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
+from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 from utils import launch
 from utils.timeouts import (
     CELL_S,
