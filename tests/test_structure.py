@@ -138,13 +138,16 @@ def test_every_contract_stays_in_the_release(assignment: str) -> None:
 
 
 def _ends_in_an_assertion(body: list[ast.stmt]) -> bool:
-    """The last statement is an assert, or a block (for, if, with, try) whose own last statement is one.
+    """The last statement is an assert, a call of utils.mismatch.assert_no_problems (it returns None, and raises
+    AssertionError), or a block (for, if, with, try) whose own last statement is one.
 
     A final expression would be shown as the cell's value, and nbgrader reads a number there as a partial score.
     """
     last = body[-1] if body else None
     if isinstance(last, ast.For | ast.While | ast.If | ast.With | ast.Try):
         return _ends_in_an_assertion(last.body)
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and isinstance(last.value.func, ast.Name):
+        return last.value.func.id == "assert_no_problems"
     return isinstance(last, ast.Assert)
 
 

@@ -3,14 +3,16 @@
     from utils.checks import raises_value_error
 
     assert raises_value_error(fit, [], []) == "ValueError"   # else the message says what happened instead
+
+    problems = refusals(broadcast, {"src=-1": {"tensor": t, "src": -1}}, f"rank {rank}")  # [] if it raised
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["raises_value_error"]
+__all__ = ["raises_value_error", "refusals"]
 
 
 def raises_value_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
@@ -30,3 +32,18 @@ def raises_value_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str
     except Exception as error:  # noqa: BLE001 (any other outcome is reported, for the assertion's message)
         return f"{type(error).__name__}: {error}"
     return "no error"
+
+
+def refusals(fn: Callable[..., Any], calls: Mapping[str, Mapping[str, Any]], where: str) -> list[str]:
+    """The calls fn(**kwargs) that did not raise the ValueError they owe, one sentence each; [] if all of them did.
+
+    `calls` names each call's bad input ("src=-1") and gives its keyword arguments: the tests state their own.
+
+    >>> from statistics import mean  # mean([]) raises a ValueError
+    >>> refusals(mean, {"data=[]": {"data": []}, "data=[1]": {"data": [1]}}, "rank 0")
+    ['rank 0: mean(data=[1]): expected ValueError, got no error']
+    """
+    outcomes = {what: raises_value_error(fn, **kwargs) for what, kwargs in calls.items()}
+    name = getattr(fn, "__name__", repr(fn))
+    return [f"{where}: {name}({what}): expected ValueError, got {got}" for what, got in outcomes.items()
+            if got != "ValueError"]
