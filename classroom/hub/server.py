@@ -31,7 +31,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.pipeline import REPO_ROOT, nbgrader_config
@@ -53,35 +52,17 @@ class HubError(RuntimeError):
     """The hub cannot do what was asked (the message says why and what to do)."""
 
 
-@dataclass(frozen=True)
 class Layout:
     """The hub's folders under its --dir."""
 
-    root: Path
-
-    @property
-    def private(self) -> Path:
-        return self.root / "private"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def log(self) -> Path:
-        return self.logs / "hub.log"
-
-    @property
-    def state_file(self) -> Path:
-        return self.private / "state.json"
-
-    @property
-    def exchange(self) -> Path:
-        return self.root / "exchange"
-
-    @property
-    def grader_home(self) -> Path:
-        return self.root / "grader"
+    def __init__(self, root: Path):
+        self.root = root
+        self.private = root / "private"  # root's alone: the state, the tokens, the pid files
+        self.state_file = self.private / "state.json"
+        self.logs = root / "logs"
+        self.log = self.logs / "hub.log"
+        self.exchange = root / "exchange"
+        self.grader_home = root / "grader"
 
     def load(self) -> dict:
         if not self.state_file.exists():
