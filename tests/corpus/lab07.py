@@ -32,7 +32,8 @@ CASES = [
          loses={"test_zero1_equals_ddp", "test_zero1_vs_torch", "test_memory_per_rank"},
          says=("expected DDP's parameters (to 1e-06), got parameters 0.014 away",
                "an update lost, doubled or a step late?",
-               "N = 2: expected torch's ZeroRedundancyOptimizer's parameters (to 1e-06) after every step, got gaps [[",
+               "N = 2: expected torch's ZeroRedundancyOptimizer's parameters (to 1e-06) after every step, got gaps per "
+               "rank and step [[",
                "stage 1, bytes per parameter 2 + 4 + 12: expected 144 bytes per rank (counted item by item), got 192",
                "that is the count with the gradients sharded: stage 1 shards the optimizer state")),
     # 7.2, each shard one element too long: neighbouring ranks both own the element at the boundary; 7.3, Adam also
