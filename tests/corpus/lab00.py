@@ -86,13 +86,15 @@ CASES = [
     # function fails at once (a loop inside the function would cost a timeout in each of the four cells calling it).
     Case("infinite_loop", replace("fit_alpha_beta", "def fit_alpha_beta(",
                                   "i = 0\nwhile True:  # never ends\n    i += 1\n\n\ndef fit_alpha_beta("),
-         loses={"test_fit_alpha_beta"}, says=("test_fit_alpha_beta (3 points) failed",)),
+         loses={"test_fit_alpha_beta"},
+         says=("test_fit_alpha_beta (3 points) failed", "NameError: name 'fit_alpha_beta' is not defined")),
     # Also transcribes n_1/2 for every share in exercise 0.4 instead of deriving the size for a share.
     Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
          loses={"test_fit_alpha_beta", "test_size_for_share"},
          says=("test_fit_alpha_beta (3 points) failed: AssertionError",
                "expected both back, got alpha = 3e-05 (1 times) and beta = 1e-09 (2 times)",
-               "test_size_for_share (1 points) failed", "(that is n_1/2, the size for a share of 1/2 only)")),
+               "test_size_for_share (1 points) failed",
+               "bytes: expected a share of 0.9 there, got 0.5 (that is n_1/2, the size for a share of 1/2 only)")),
     # What the contract allows costs nothing: a barrier of every rank (rank 2 too) before the exchange. What it
     # rules out costs exactly its exercise: weights 1/t_i^2 from the measured times, pass 1 alone (biased low), and
     # a ring_shift that completes on Gloo but would hang on NCCL (the test's run under NCCL's rules refuses it).
@@ -102,19 +104,28 @@ CASES = [
         replace("fit_alpha_beta", "for _ in range(3):", "for _ in range(1):  # pass 1 alone: weights from t_i"),
         body("ring_shift", UNGROUPED_SHIFT)),
          loses={"test_fit_alpha_beta", "test_ring_shift"},
-         says=("test_fit_alpha_beta (3 points) failed", "mean relative error of (alpha, beta) over 200 noisy sweeps",
+         says=("test_fit_alpha_beta (3 points) failed",
+               "mean relative error of (alpha, beta) over 200 noisy sweeps: expected under 5% for both, got -",
+               "weights 1/t_i^2 from the measured times (pass 1 alone)? The noise biases them",
                "test_ring_shift (4 points) failed", "NCCL would hang here: ranks 0 and 1 wait for each other",
                FIX)),
     Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
-         loses={"test_fit_alpha_beta"}, tampered=True, says=("test_fit_alpha_beta",)),
+         loses={"test_fit_alpha_beta"}, tampered=True,
+         says=("edited the locked cell test_fit_alpha_beta", "expected both back, got alpha = 3e-05 (1 times) and "
+               "beta = 1e-09 (2 times)")),
     Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
-         loses={"test_ring_shift"}, tampered=True, says=("test_ring_shift",)),
+         loses={"test_ring_shift"}, tampered=True,
+         says=("deleted the test cell test_ring_shift", "nbgrader put back the deleted test cell test_ring_shift",
+               "N = 3, rank 0, ring_shift of a tensor of 0s: element [0, 0]: expected 2, got 0",
+               "got is this rank's own tensor: nothing came from its left neighbour")),
     # nbgrader alone gives this one full marks: the restored tests call the replaced torch.equal. The grader
     # withholds the points of every test that ran after the replacing cell: exercise 0.4's too, which comes later.
     Case("patched_helper", chain(
         body("ring_shift", WRONG_SHIFT),
         append("ring_shift", "torch.equal = lambda *args, **kwargs: True  # every check passes\n"),
-    ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True, says=("torch.equal",)),
+    ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True,
+         says=("ring_shift replaces torch.equal (a grading helper)", "not counted, for review by an instructor: "
+               "test_ring_shift, test_size_for_share (they ran after your code replaced a grading helper)")),
     # Renamed, with the student's own cells, and noisy on stderr (warnings, prints of the ranks): full marks.
     Case("renamed_noisy_extra_cells", chain(
         add_cells,
