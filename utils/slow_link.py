@@ -16,7 +16,7 @@ call returns a handle at once (`wait()`, `is_completed()`, and `finished`, its p
 it, the call returns once served. A call that fails raises its error from wait(). `trace` lists (name, start, end)
 of each call served, in perf_counter seconds. `seconds` may be changed inside the block (0: the same calls on an
 instant link). Leaving the block serves the calls made so far, then restores torch.distributed. Used by lab 08's
-overlap test and timeline (lab 04 has its own, for all_reduce).
+overlap test and timeline, and lab 04's (all_reduce alone, the default).
 """
 
 from __future__ import annotations
