@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import class_run, grade, reports
+from autograder.sandbox import Limits
 from tests import corpus
 from tests.corpus.hostile import SANDBOX_LIMITS
 
@@ -72,6 +73,14 @@ class Overlap:
                 self.active -= 1
 
 
+def grade_corpus(submissions: Path, out: Path, *, progress: Callable[[str], None], workers: int | None = None,
+                 sandbox: Limits | None = SANDBOX_LIMITS) -> list[grade.Result]:
+    """grade_class with the grading run's settings: its limits, COURSE_FAST=1, and (by default) its sandbox."""
+    return class_run.grade_class(submissions, out, workers=workers, timeout=GRADING_TIMEOUT,
+                                 cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"}, progress=progress,
+                                 sandbox=sandbox)
+
+
 def run(base: Path, labs: list[str]) -> Finished:
     """Write the labs' corpus under base/submissions, grade it into base/graded; log progress to base/PROGRESS."""
     submissions, out = base / "submissions", base / "graded"
@@ -88,9 +97,7 @@ def run(base: Path, labs: list[str]) -> Finished:
     start = time.monotonic()
     class_run.grade_one = overlap  # this process's own grader: nothing else runs in it
     with log:
-        results = class_run.grade_class(submissions, out, workers=workers, timeout=GRADING_TIMEOUT,
-                                        cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"},
-                                        progress=progress, sandbox=SANDBOX_LIMITS)
+        results = grade_corpus(submissions, out, progress=progress, workers=workers)
         progress(f"{reports.summary(results)} in {time.monotonic() - start:.0f} s")
     return Finished(out, results, lines, workers, overlap.peak, time.monotonic() - start)
 

@@ -6,7 +6,7 @@ For each lab, its released solution with one line at the top of every solution r
 it receives from the next rank, which is itself waiting to receive, so every launch that runs a student's code
 deadlocks, while the code that runs in the kernel itself (no process group there) answers as the solution does.
 The submissions are graded in one grade_class run, sandboxed, with 2 workers and the grading run's settings
-(tests/conftest.py). Printed: each lab's grading time (the issue's bound: 3 minutes), its points against the
+(tests/grading_run.py). Printed: each lab's grading time (the issue's bound: 3 minutes), its points against the
 lab's full marks (which the solution gets: tests/test_grading.py), and how many of its failed test cells say that
 their launch hung or was refused once the hang budget was spent (utils.launch_report.hang_budget).
 """
@@ -19,11 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder import class_run
 from tests.common import ASSIGNMENTS
-from tests.corpus import hostile
 from tests.corpus.common import Case, Notebook, released, source, write_case
-from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
+from tests.grading_run import grade_corpus
 
 BOUND_S = 180.0  # issue #23: such a submission is graded within 3 minutes
 # Both ranks of a pair wait to receive first: Gloo blocks each in recv until the launcher's watchdog ends the launch.
@@ -49,10 +47,7 @@ def main(assignments: list[str]) -> None:
         for assignment in assignments:
             write_case(Path(subs), assignment, Case("deadlock_everywhere", deadlocking))
         start = time.monotonic()
-        results = class_run.grade_class(Path(subs), Path(out), workers=2, timeout=GRADING_TIMEOUT,
-                                        cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"},
-                                        progress=lambda line: print(line, flush=True),
-                                        sandbox=hostile.SANDBOX_LIMITS)
+        results = grade_corpus(Path(subs), Path(out), workers=2, progress=lambda line: print(line, flush=True))
         print(f"graded in {time.monotonic() - start:.0f} s with 2 workers")
     print("lab                       status      time   points   within 3 min   failed test cells (of them hung)")
     for r in results:

@@ -5,7 +5,7 @@
 Passes over the same submissions (the lab's corpus, or every lab's with `all`, without the hostile cases, which
 run only sandboxed): by default on, off, off, on, so that a machine that gets busier or quieter during the run
 weighs on both alike (the whole corpus is about 8 minutes a pass on 2 cores: `all --passes on,off` halves it).
-Each pass is one grade_class with the grading run's settings (tests/conftest.py); the number is the sum of the
+Each pass is one grade_corpus with the grading run's settings (tests/grading_run.py); the number is the sum of the
 submissions' own grading times per pass, and the overhead the ratio of the sandboxed sums to the unsandboxed ones.
 """
 
@@ -16,19 +16,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder import class_run, grade
+from autograder import grade
 from tests.corpus import cases, hostile, lab_modules
 from tests.corpus.common import write_case
-from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
+from tests.grading_run import grade_corpus
 
 
 def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Result]]:
     """Grade every submission once; return the sum of their grading times and the results."""
     with tempfile.TemporaryDirectory(prefix="measure-") as out:
-        results = class_run.grade_class(submissions, Path(out), timeout=GRADING_TIMEOUT,
-                                        cell_timeout=GRADING_CELL_TIMEOUT, env={"COURSE_FAST": "1"},
-                                        progress=lambda line: None,
-                                        sandbox=hostile.SANDBOX_LIMITS if sandboxed else None)
+        results = grade_corpus(submissions, Path(out), progress=lambda line: None,
+                               sandbox=hostile.SANDBOX_LIMITS if sandboxed else None)
     return sum(r.seconds for r in results), results
 
 

@@ -1,4 +1,4 @@
-"""Every lab, graded as the class grader grades it, in the session's one grading run (tests/conftest.py).
+"""Every lab, graded as the class grader grades it, in the session's one grading run (tests/grading_run.py).
 
 For every lab: the solution gets full marks and runs top to bottom without an error anywhere and without a
 word from its test cells; the untouched release gets zero, promptly; each broken case of tests/corpus/ loses

@@ -1,7 +1,7 @@
 """Hostile submissions (lab 00, the cheapest lab to grade): code that wants the answers, the grades or the machine.
 
 Each must be graded as its honest work deserves and get nothing else: tests/test_sandbox.py checks what they
-report, what they leave behind and what the feedback shows. They run only sandboxed (tests/conftest.py grades
+report, what they leave behind and what the feedback shows. They run only sandboxed (tests/grading_run.py grades
 the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Two submissions hold every behaviour
 (each grading costs CI its time), with disjoint lost cells:
 
