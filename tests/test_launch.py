@@ -113,12 +113,12 @@ def test_ranks_that_all_fail_before_the_supervisor_looks_are_still_reported(monk
     def all_raise() -> None:
         raise ValueError("every rank is unhappy")
 
-    def alive_after_all_ended(ranks: launch_module._Ranks) -> list[int]:
+    def alive_after_all_ended(ranks: launch_module.Ranks) -> list[int]:
         for process in ranks.processes:  # the race, made certain: nothing is seen alive, every rank has ended
             process.join()
         return []
 
-    monkeypatch.setattr(launch_module._Ranks, "alive", alive_after_all_ended)
+    monkeypatch.setattr(launch_module.Ranks, "alive", alive_after_all_ended)
     with pytest.raises(RankFailedError, match="ValueError: every rank is unhappy"):
         launch(all_raise, 2, timeout=30)
 

@@ -36,7 +36,6 @@ import atexit
 import faulthandler
 import gc
 import os
-import pickle
 import shutil
 import signal
 import socket
@@ -48,7 +47,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from multiprocessing.connection import wait as wait_for_exit
 from typing import Any
 
 import torch
@@ -64,7 +62,7 @@ from utils.launch_report import (
     hang_report,
 )
 from utils.nccl_rules import emulating
-from utils.rank_files import OutputRelay, load_result, log_path, result_path, save_result
+from utils.rank_files import OutputRelay, Ranks, load_result, log_path, save_result
 from utils.timeouts import LAUNCH_S, process_group_s
 
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
@@ -117,14 +115,14 @@ def launch(
     # sockets and epoll state, and under load the rendezvous then hangs now and then.
     listener = socket.create_server((_HOST, 0), backlog=128)
     relay = OutputRelay(run_dir, world_size)
-    ranks: _Ranks | None = None
+    ranks: Ranks | None = None
     store: dist.TCPStore | None = None
     try:
         with hang_budget():  # grading only: once a submission's launches have hung long enough, the rest fail at once
             port = listener.getsockname()[1]
             setup = _RankSetup(backend, world_size, port, listener.fileno(), os.getpid(), run_dir, timeout, threads)
             context = _fork_ranks(world_size, _rank_main, (setup, fn, args, kwargs))
-            ranks = _Ranks(context, run_dir)
+            ranks = Ranks(context, run_dir)
             store = dist.TCPStore(  # serves the rendezvous for as long as it is referenced
                 _HOST, port, is_master=True, wait_for_workers=False, timeout=_pg_timeout(timeout),
                 master_listen_fd=listener.detach(),
@@ -329,61 +327,7 @@ def _exit_with_parent(parent_pid: int) -> None:
 # ---------------------------------------------------------------------------------------- in the parent
 
 
-class _Ranks:
-    """The started rank processes, and what each one left behind when it ended."""
-
-    def __init__(self, context: torch_mp.ProcessContext, run_dir: str):
-        self.processes = context.processes
-        self.error_files = context.error_files
-        self.run_dir = run_dir
-        self.stopped: set[int] = set()  # ranks we killed ourselves: not a cause of failure
-
-    def alive(self) -> list[int]:
-        return [rank for rank, p in enumerate(self.processes) if p.exitcode is None]
-
-    def returned(self, rank: int) -> bool:
-        """Whether the rank's function has returned (the rank may still be waiting for its peers to finish)."""
-        return os.path.exists(result_path(self.run_dir, rank))
-
-    def failed(self) -> list[int]:
-        """Ranks that ended on their own (not killed by us) without a result: an error, a signal, sys.exit()."""
-        return [r for r, p in enumerate(self.processes)
-                if p.exitcode is not None and (p.exitcode != 0 or not self.returned(r)) and r not in self.stopped]
-
-    def wait(self, seconds: float) -> None:
-        """Block until some rank ends or `seconds` pass."""
-        sentinels = [self.processes[rank].sentinel for rank in self.alive()]
-        if sentinels:
-            wait_for_exit(sentinels, timeout=seconds)
-        for p in self.processes:
-            p.join(timeout=0)  # fills in exitcode for the ones that ended
-
-    def stderr(self, rank: int) -> str:
-        with open(log_path(self.run_dir, rank, "err"), errors="replace") as f:
-            return f.read()
-
-    def traceback(self, rank: int) -> str | None:
-        """The traceback the rank raised (torch's start_processes writes it to an error file), if any."""
-        path = self.error_files[rank]
-        if not os.path.exists(path):
-            return None
-        with open(path, "rb") as f:
-            return pickle.load(f)
-
-    def kill_all(self) -> None:
-        for rank in self.alive():
-            self.stopped.add(rank)
-            self.processes[rank].kill()
-        for p in self.processes:
-            p.join()
-
-    def remove_error_files(self) -> None:
-        for path in self.error_files:
-            if os.path.exists(path):
-                os.remove(path)
-
-
-def _supervise(ranks: _Ranks, relay: OutputRelay, deadline: float, timeout: float) -> None:
+def _supervise(ranks: Ranks, relay: OutputRelay, deadline: float, timeout: float) -> None:
     """Wait for every rank to succeed; raise as soon as one fails or the deadline passes."""
     while True:
         # Whether all have ended is read before looking for failures: a rank that fails in between is seen by

@@ -34,7 +34,7 @@ import torch.multiprocessing as torch_mp
 from utils.timeouts import HANG_BUDGET, HANG_LEDGER, STACK_DUMP_S
 
 if TYPE_CHECKING:
-    from utils.launch import _Ranks
+    from utils.rank_files import Ranks
 
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "failure_report", "hang_budget", "hang_report",
            "where_blocked"]
@@ -115,7 +115,7 @@ def _without_launcher(tb: TracebackType | None) -> TracebackType | None:
     return trimmed
 
 
-def failure_report(ranks: _Ranks) -> tuple[str, list[int]]:
+def failure_report(ranks: Ranks) -> tuple[str, list[int]]:
     """(the message of RankFailedError, its ranks): the failed ranks, causes first (in full), then the ranks that
     failed because a peer did."""
     failed = ranks.failed()
@@ -141,7 +141,7 @@ def _is_consequence(trace: str | None) -> bool:
     return trace is not None and re.search(r"Connection (closed|reset) by peer|Broken pipe", trace) is not None
 
 
-def _describe_failure(ranks: _Ranks, rank: int) -> str:
+def _describe_failure(ranks: Ranks, rank: int) -> str:
     code = ranks.processes[rank].exitcode
     trace = ranks.traceback(rank)
     if trace is not None:
@@ -160,7 +160,7 @@ def _trim_traceback(trace: str) -> str:
     return frame.sub(lambda m: "" if m["file"] in _LAUNCHER_FILES else m[0], trace)
 
 
-def hang_report(ranks: _Ranks, timeout: float, entry: str) -> tuple[str, dict[int, str]]:
+def hang_report(ranks: Ranks, timeout: float, entry: str) -> tuple[str, dict[int, str]]:
     """Ask every unfinished rank for its stack (SIGUSR1 -> faulthandler), then kill them all and explain.
 
     Returns (the message of RankHangError, {rank: where it was blocked}). `entry` is the name of the function each
@@ -181,7 +181,7 @@ def hang_report(ranks: _Ranks, timeout: float, entry: str) -> tuple[str, dict[in
     return "\n".join(lines), blocked
 
 
-def _collect_stacks(ranks: _Ranks, hung: list[int]) -> dict[int, str]:
+def _collect_stacks(ranks: Ranks, hung: list[int]) -> dict[int, str]:
     """Wait until each hung rank has written its faulthandler dump to its stderr log, and return the dumps."""
     end = time.monotonic() + STACK_DUMP_S
     stacks: dict[int, str] = {}
