@@ -88,5 +88,21 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
 from autograder.feedback import ClearHiddenTestsOfTests, TestErrorsOnly  # noqa: E402
+from autograder.execution import GuardedExecute  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTestsOfTests, TestErrorsOnly]
+
+# ---- autograding: test cells must prove they ran as written ----------------------------------------------------
+# nbgrader's autograde preprocessors (nbgrader/converters/autograde.py), with its Execute replaced by GuardedExecute:
+# autograder/execution.py says why and how.
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
