@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from autograder import class_run, gradebook, reports
-from autograder.grade import check_limits
+from autograder.grade import GRADER_ERROR, check_limits
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
 from autograder.sandbox import Limits
 from classroom.exchange import STEPS, exchange_step
@@ -176,6 +176,10 @@ def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -
     print(reports.summary(results))
     print(f"wrote {out / gradebook.CSV_NAME}, {out / gradebook.LMS_NAME}, {out / 'gradebook.db'} and "
           f"{out / 'feedback'}/")
+    if faults := [f"{r.student}/{r.assignment}" for r in results if r.status == GRADER_ERROR]:
+        raise PipelineError(f"grader error in {len(faults)} submissions ({', '.join(faults)}): nothing was scored "
+                            "for them; fix the grader (grades.csv's notes say what failed), then run the same command "
+                            "again: it grades only them")
 
 
 if __name__ == "__main__":

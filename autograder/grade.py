@@ -12,6 +12,7 @@ runs past its limit is stopped with its whole process tree (autograder/processes
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from autograder import gradebook
 from autograder.cells import meta
+from autograder.execution import LOG_NO_RECORDER, LOG_NOT_RUN, LOG_OUTPUT_CUT, OUTPUT_CAP
+from autograder.flags import find_flags
 from autograder.pipeline import (
     REPO_ROOT,
     PipelineError,
@@ -30,7 +33,8 @@ from autograder.pipeline import (
     read_score,
     run_nbgrader,
 )
-from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
+from autograder.sandbox import DEFAULT_LIMITS, KERNEL_FAILED, Box, Limits
+from autograder.scrub import assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from utils.timeouts import check_grading_limits
 
@@ -39,6 +43,8 @@ from utils.timeouts import check_grading_limits
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
+OUTPUT_WORDS = f"{OUTPUT_CAP // 1000} kB"  # the output cap as the notes say it
+GRADER_ERROR = "grader error"  # the grading failed, not the submission: no score; grade it again once fixed
 
 
 @dataclass
@@ -58,12 +64,13 @@ class Result:
 
     student: str
     assignment: str
-    status: str  # GRADED, FAILED or TIMED_OUT
+    status: str  # GRADED, FAILED, TIMED_OUT or GRADER_ERROR
     score: float
     max_score: float
     seconds: float
     tampered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    flagged: list[str] = field(default_factory=list)  # for an instructor to review (autograder/flags.py, not run)
     root: Path | None = None  # the worker's course root (removed once merged)
     tag: str = ""  # the tag of its processes (autograder.processes)
     fingerprint: str = ""  # of the submission's files (a resumed run keeps the result while they are unchanged)
@@ -147,6 +154,8 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         shutil.copy(template / "gradebook.db", root / "gradebook.db")
         released = template / "release" / entry.assignment
         notebooks, result.notes, result.tampered, untrusted = check_notebooks(entry, released)
+        result.flagged = [f for name, nb in notebooks.items()
+                          for f in find_flags(nb, json.loads((released / name).read_text()), name)]
         result.max_score = _max_score(template, entry.assignment)
         if not notebooks:
             return result
@@ -163,13 +172,16 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         box = Box.open(root, sandbox)
         try:
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
-                               env={**(env or {}), **box.env(course_dir(root, "autograded") / entry.student /
-                                                             entry.assignment)},
+                               env={**(env or {}), **box.env()},
                                timeout=max(1.0, timeout - (time.monotonic() - start)))
         finally:
             result.notes += box.close()
         result.tag = run.tag
         (root / "nbgrader.log").write_text(run.log)
+        if fault := grader_fault(run.log):
+            result.status = GRADER_ERROR
+            result.notes.append(fault)
+            return result
         if run.returncode is None:
             result.status = TIMED_OUT
             result.notes.append(f"grading stopped after {timeout:g} s (the limit for a whole submission): "
@@ -185,17 +197,59 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         if run.returncode != 0:
             result.notes.append(f"nbgrader failed (exit {run.returncode}); see its log")
             return result
+        graded = course_dir(root, "autograded") / entry.student / entry.assignment
+        if fault := setup_failure(graded):
+            result.status = GRADER_ERROR
+            result.notes.append(fault)
+            return result
         if any(untrusted.values()):
             _zero_untrusted(root, entry, untrusted, result)
         result.score, result.max_score = read_score(root, entry.student, entry.assignment)
         result.status = GRADED
-        result.notes += failed_tests(course_dir(root, "autograded") / entry.student / entry.assignment)
+        result.notes += failed_tests(graded)
+        result.flagged += not_run_as_written(run.log)  # failed_tests says it of each: "NotRunAsWritten: ..."
+        result.notes += [f"{cell} printed more than {OUTPUT_WORDS}: its output was cut there (an output flood)"
+                         for cell in re.findall(re.escape(LOG_OUTPUT_CUT) + r"(.+)", run.log)]
         return result
     except Exception as exc:  # one broken submission must not stop the class
         result.notes.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
         return result
     finally:
         result.seconds = time.monotonic() - start
+        lines = set(assignment_answers(course_dir(template, "source"), template / "release",
+                                       [entry.assignment])[entry.assignment])
+        result.notes = [scrub(note, lines) for note in result.notes]
+
+
+def grader_fault(log: str) -> str | None:
+    """What nbgrader's log says went wrong in the grading itself (the kernel or the sandbox), if anything."""
+    for mark in (KERNEL_FAILED, LOG_NO_RECORDER):
+        if mark in log:
+            line = log[log.index(mark):].splitlines()[0]
+            return f"grader error: {line} (the grading kernel never ran the submission)"
+    return None
+
+
+def setup_failure(folder: Path) -> str | None:
+    """A locked cell that failed before any of the submission's own code ran: the course's setup, and so the
+    grader's fault (the kernel cannot import the course, the sandbox refused its files), not the submission's."""
+    for path in sorted(folder.glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            if not meta(cell).get("locked"):
+                break
+            errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+            if errors:
+                return (f"grader error: the locked cell {meta(cell).get('grade_id', '?')} of {path.name} failed "
+                        f"before any of the submission's code ran: {errors[0]['ename']}: {errors[0]['evalue']}")
+    return None
+
+
+def not_run_as_written(log: str) -> list[str]:
+    """The test cells that gave no evidence of running to their end as written (autograder/execution.py)."""
+    return [f"{m[1]} did not run to its end as written ({m[2]})"
+            for m in re.finditer(re.escape(LOG_NOT_RUN) + r"(\S+): (.+)", log)]
 
 
 def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], result: Result) -> None:

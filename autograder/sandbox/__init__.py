@@ -3,13 +3,14 @@
     limits = Limits(memory_bytes=8 << 30)
     require()                                   # PipelineError naming what is missing, when no sandbox can be made
     box = Box.open(root, limits)                # a submission's scratch folder, cgroup and kernelspec
-    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env(notebook_folder)})
+    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env()})
     notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
 
 What the kernel may do (__main__.py, the kernel launcher, sets it up):
 - read the Python environment (its lib/ and bin/, not the rest of a venv: the Makefile's exchange lives in
-  .venv/share/), the course runtime utils/, the system's /usr, /lib, /etc, /proc and /sys, and its own notebook
-  folder (autograded/<student>/<assignment>/);
+  .venv/share/), the course runtime utils/, the system's /usr, /lib, /etc, /proc and /sys; not even its own
+  notebook folder (autograded/<student>/<assignment>/, its working folder), where the notebook it runs holds the
+  hidden tests;
 - write only its scratch folder (HOME and TMPDIR are in it; /dev/shm is a private one);
 - reach only loopback (a network namespace of its own);
 - use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
@@ -42,6 +43,7 @@ from utils.timeouts import HANG_BUDGET, HANG_BUDGET_S, HANG_LEDGER
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds autograder/ and utils/
 KERNEL_NAME = "ddp-course-sandbox"
 NOT_SANDBOXED = "not sandboxed"
+KERNEL_FAILED = "autograder sandbox: the kernel could not start"  # the launcher's line in nbgrader's log (a grader error)
 MIN_LANDLOCK_ABI = 3  # ABI 1-2 cannot stop truncate(2) of a file it may only read
 
 
@@ -186,7 +188,7 @@ class Box:
                 f"--KernelManager.ip={self.sockets / 'k'}",
                 f"--KernelManager.connection_file={self.sockets / 'k.json'}"]
 
-    def env(self, notebook_folder: Path) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
         env = {HANG_LEDGER: str(self.scratch / "hung-seconds"), HANG_BUDGET: f"{HANG_BUDGET_S:g}"}
         if self.limits is None:
@@ -194,7 +196,7 @@ class Box:
         inside = {"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"), **env}
         config = {"cgroup": [str(f) for f in self.group.folders], "env": inside,
                   "memory_bytes": self.limits.memory_bytes,
-                  "read": [str(p) for p in [*readable_runtime(), notebook_folder]],
+                  "read": [str(p) for p in readable_runtime()],  # not notebook_folder: it holds the hidden tests
                   "write": [str(self.scratch), str(self.sockets), "/dev/null", "/dev/shm"]}
         return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.sockets),
                 CONFIG_VARIABLE: json.dumps(config)}

@@ -47,6 +47,7 @@ class Case:
     file_name: str | None = None  # the submitted file's name, if not the notebook's own
     tampered: bool = False  # whether the grader must flag it
     says: tuple[str, ...] = ()  # words the feedback must contain
+    flagged: bool = False  # whether it must be flagged for review (autograder/flags.py, a test not run as written)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loses", frozenset(self.loses))
