@@ -79,14 +79,15 @@ class Result:
 # ---- checking a submission before it runs --------------------------------------------------------------------
 
 
-def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[str], list[str], dict]:
-    """Read the submitted notebooks; return ({expected name: notebook}, notes, tampering, untrusted tests).
+def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[str], list[str], dict, list[str]]:
+    """Read the submitted notebooks; return ({expected name: notebook}, notes, tampering, untrusted tests, flags).
 
     A lone notebook under another name is graded as the assignment's lone notebook (and said so). Each
-    notebook is compared with the released one for tampering (autograder.tamper).
+    notebook is compared with the released one for tampering (autograder.tamper), and its own cells are read for
+    what to flag for review (autograder.flags).
     """
     expected = sorted(p.name for p in release.glob("*.ipynb"))
-    notes, tampered = list(entry.notes), []
+    notes, tampered, flagged = list(entry.notes), [], []
     untrusted: dict[str, list[str]] = {}  # notebook stem -> test cells that ran after a helper was replaced
     files = dict(entry.notebooks)
     if len(expected) == 1 and len(files) == 1 and expected[0] not in files:
@@ -105,11 +106,13 @@ def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[
             notes.append(f"{name} is empty or is not a notebook (it could not be read): its exercises score 0")
             continue
         notebooks[name] = nb
-        found, untrusted[Path(name).stem] = find_tampering(nb, json.loads((release / name).read_text()), name)
+        given = json.loads((release / name).read_text())
+        found, untrusted[Path(name).stem] = find_tampering(nb, given, name)
         tampered += found
+        flagged += find_flags(nb, given, name)
     for name in sorted(set(files) - set(expected)):
         notes.append(f"{name} is not a notebook of {entry.assignment}; it was not graded")
-    return notebooks, notes, tampered, untrusted
+    return notebooks, notes, tampered, untrusted, flagged
 
 
 # ---- grading one submission ---------------------------------------------------------------------------------
@@ -153,9 +156,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
                         course_dir(root, "source") / entry.assignment)
         shutil.copy(template / "gradebook.db", root / "gradebook.db")
         released = template / "release" / entry.assignment
-        notebooks, result.notes, result.tampered, untrusted = check_notebooks(entry, released)
-        result.flagged = [f for name, nb in notebooks.items()
-                          for f in find_flags(nb, json.loads((released / name).read_text()), name)]
+        notebooks, result.notes, result.tampered, untrusted, result.flagged = check_notebooks(entry, released)
         result.max_score = _max_score(template, entry.assignment)
         if not notebooks:
             return result
