@@ -101,6 +101,24 @@ def test_cgroup_stops_a_process_past_its_memory_and_ends_every_process() -> None
 
 
 @needs_sandbox
+def test_a_submission_that_fills_its_scratch_folder_is_stopped(tmp_path: Path) -> None:
+    """Past its scratch folder's bound every process of the submission is killed, and the report says why."""
+    box = sandbox.Box.open(tmp_path, sandbox.Limits(1 << 30, 64, scratch_bytes=1 << 20))
+    try:
+        writer = _gated(f"open({str(box.scratch / 'tmp' / 'big')!r}, 'wb').write(b'x' * (4 << 20))\n"
+                        "import time; time.sleep(60)")
+        box.group.add(writer.pid)
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        writer.wait(timeout=10 * sandbox.SCRATCH_POLL_S + 10)
+    finally:
+        notes = box.close()
+    assert writer.returncode == -signal.SIGKILL
+    assert notes == [f"wrote more than 0.000976562 GB (or {sandbox.SCRATCH_FILES} files) into its scratch folder: "
+                     "stopped (the disk space of its kernel and ranks together is bounded)"], notes
+
+
+@needs_sandbox
 def test_this_machine_can_sandbox_the_grading() -> None:
     """CI's machine (root, Linux 6.x) must grade sandboxed: `make test` grades the corpus that way."""
     assert sandbox.missing() == []
