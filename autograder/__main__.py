@@ -1,7 +1,8 @@
 """Command line: python -m autograder {release,autograde,feedback} [--root PATH].
 
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
-[--shard I/N] [--fresh] [--memory GB] [--scratch GB] [--no-sandbox] (see autograder/class_run.py and autograder/sandbox/);
+[--shard I/N] [--fresh] [--memory GB] [--scratch GB] [--no-sandbox] (see autograder/class_run.py and
+autograder/sandbox/);
 `merge OUT SHARD...` joins shards (autograder/gradebook.py).
 `autograde` is the same grading, of <root>/submitted into <root>. nbgrader's exchange: `release-lab`, `collect`,
 `return-feedback` LAB (classroom/exchange.py). The student edition: `export OUT` (classroom/export.py).

@@ -74,7 +74,7 @@ def _install():
     def seal(secret):
         mark = record.pop("mark", None)
         if mark is None or mark[0] != request():
-            return "%s"
+            return NOT_REACHED
         return sha(f"{secret}:{mark[1]}:{mark[2]}".encode()).hexdigest()
 
     builtins.__graded_cell_end__, builtins.__graded_cell_seal__ = end, seal
@@ -82,7 +82,7 @@ def _install():
 
 _install()
 del _install
-''' % NOT_REACHED
+'''.replace("NOT_REACHED", repr(NOT_REACHED))
 
 
 def is_test(cell: NotebookNode) -> bool:
@@ -117,6 +117,8 @@ class GuardedExecute(Execute):
 
     output_cap = Integer(OUTPUT_CAP, help="characters of output kept per cell").tag(config=True)
     raise_on_iopub_timeout = Bool(False, help="an output flood is cut and logged, not a timeout").tag(config=True)
+    guard = Bool(True, help="False: nbgrader's Execute as it is (tests/measure_defences.py measures the cost so)"
+                 ).tag(config=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -126,6 +128,8 @@ class GuardedExecute(Execute):
 
     async def async_start_new_kernel_client(self) -> Any:
         kc = await super().async_start_new_kernel_client()
+        if not self.guard:
+            return kc
         msg_id = kc.execute(RECORDER, silent=True, store_history=False)
         reply = await self.async_wait_for_reply(msg_id)
         if reply is None or reply["content"]["status"] != "ok":
@@ -147,6 +151,8 @@ class GuardedExecute(Execute):
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple[NotebookNode, dict]:
+        if not self.guard:
+            return super().preprocess_cell(cell, resources, index)
         self._check_assign_resources(resources)
         self._used, self._cut = 0, False
         test = is_test(cell) and cell.source.strip()
@@ -190,6 +196,8 @@ class GuardedExecute(Execute):
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
         """nbclient's, within the cap: the part of an output past it is dropped (and the cell says so)."""
         content = msg.get("content", {})
+        if not self.guard:
+            return super().output(outs, msg, display_id, cell_index)
         if msg.get("msg_type") == "error":  # always kept (nbgrader scores it), within the cap
             cut = {"evalue": content.get("evalue", "")[:self.output_cap],
                    "traceback": [line[:self.output_cap] for line in content.get("traceback", [])[-50:]]}

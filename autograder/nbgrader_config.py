@@ -87,8 +87,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from autograder.feedback import ClearHiddenTestsOfTests, ScrubOutputs, TestErrorsOnly  # noqa: E402
 from autograder.execution import GuardedExecute  # noqa: E402
+from autograder.feedback import ClearHiddenTestsOfTests, ScrubOutputs, TestErrorsOnly  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTestsOfTests, TestErrorsOnly,
                                    ScrubOutputs]
@@ -96,6 +96,7 @@ c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearH
 # ---- autograding: test cells must prove they ran as written ----------------------------------------------------
 # nbgrader's autograde preprocessors (nbgrader/converters/autograde.py), with its Execute replaced by GuardedExecute:
 # autograder/execution.py says why and how.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties,
     CheckCellMetadata,
@@ -103,7 +104,6 @@ from nbgrader.preprocessors import (  # noqa: E402
     LimitOutput,
     SaveAutoGrades,
 )
-from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]

@@ -14,8 +14,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from autograder.gradebook import LOGS
 from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result
+from autograder.gradebook import LOGS
 from autograder.pipeline import course_dir, run_nbgrader
 from autograder.sandbox import NOT_SANDBOXED
 from autograder.scrub import ANSWERS_VARIABLE

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from autograder import grade
@@ -31,8 +32,15 @@ def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Resu
 
 
 def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> None:
+    compare(assignments, names, passes, one_pass, ("sandboxed", "unconfined"))
+
+
+def compare(assignments: list[str], names: set[str] | None, passes: list[bool],
+            grade_pass: Callable[[Path, bool], tuple[float, list[grade.Result]]], words: tuple[str, str]) -> None:
+    """Write the corpus (less the hostile cases), grade it once per pass with grade_pass(submissions, on), print
+    each pass and the ratio of the "on" sums to the "off" ones; `words` name the two ways."""
     if set(passes) != {True, False}:
-        raise SystemExit("measure_sandbox: --passes needs at least one 'on' and one 'off'")
+        raise SystemExit("--passes needs at least one 'on' and one 'off'")
     with tempfile.TemporaryDirectory(prefix="measure-subs-") as subs:
         hostile_names = {c.name for c in hostile.CASES}
         for assignment in assignments:
@@ -41,16 +49,16 @@ def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> 
                     write_case(Path(subs), assignment, case)
         sums: dict[bool, list[float]] = {True: [], False: []}
         scores: dict[bool, list[dict]] = {True: [], False: []}
-        for sandboxed in passes:
+        for on in passes:
             start = time.monotonic()
-            seconds, results = one_pass(Path(subs), sandboxed)
-            sums[sandboxed].append(seconds)
-            scores[sandboxed].append({(r.student, r.assignment): r.score for r in results})
-            print(f"{'sandboxed' if sandboxed else 'unconfined'}: {len(results)} submissions, {seconds:.0f} s of "
-                  f"grading ({time.monotonic() - start:.0f} s wall)", flush=True)
+            seconds, results = grade_pass(Path(subs), on)
+            sums[on].append(seconds)
+            scores[on].append({(r.student, r.assignment): r.score for r in results})
+            print(f"{words[not on]}: {len(results)} submissions, {seconds:.0f} s of grading "
+                  f"({time.monotonic() - start:.0f} s wall)", flush=True)
     on, off = sum(sums[True]), sum(sums[False])
     same = all(s == scores[True][0] for s in scores[True] + scores[False])
-    print(f"sandboxed / unconfined: {on:.0f} s / {off:.0f} s = {on / off:.3f} ({100 * (on / off - 1):+.1f} %); "
+    print(f"{words[0]} / {words[1]}: {on:.0f} s / {off:.0f} s = {on / off:.3f} ({100 * (on / off - 1):+.1f} %); "
           f"the same scores every pass: {same}")
 
 

@@ -214,7 +214,7 @@ def tiny_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
         (subs / student / TINY).mkdir(parents=True)
         (subs / student / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
     monkeypatch.setattr(grade, "run_nbgrader", fake_nbgrader)
-    monkeypatch.setattr(class_run, "write_feedback", lambda results, out, answers=None: None)  # nbgrader's HTML: not the point here
+    monkeypatch.setattr(class_run, "write_feedback", lambda results, out, answers=None: None)  # not the point here
     monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: (
         {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}, []))
     monkeypatch.setattr(grade, "_max_score", lambda template, assignment: sum(CELLS.values()))

@@ -24,14 +24,14 @@ import psutil
 import pytest
 
 from autograder import class_run, grade, sandbox
+from autograder.execution import MARKER, OUTPUT_CAP
+from autograder.gradebook import CSV_NAME, read_rows
 from autograder.pipeline import PipelineError, course_dir
 from autograder.reports import row_of, summary
 from autograder.sandbox import landlock
 from autograder.sandbox.cgroup import Group
 from tests.common import ROOT, GradingRun, autograded
 from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
-from autograder.execution import MARKER, OUTPUT_CAP
-from autograder.gradebook import CSV_NAME, read_rows
 from tests.corpus.hostile import ASSIGNMENT, FLOOD_WORD, REPORT, SANDBOX_LIMITS, TOKEN
 
 pytestmark = pytest.mark.lab00  # the hostile corpus is lab 00's: `-m lab00` grades it
@@ -214,7 +214,8 @@ def test_a_test_that_did_not_run_as_written_is_flagged_with_the_reason(grading: 
     failures swallowed) gave no evidence of running to its end: flagged with the reason (their 0 of 11 is checked
     with every case's score in tests/test_grading.py); and the constructs that did it are flagged by line."""
     r = grading.results[(ASSIGNMENT, student)]
-    found = {m[1]: m[2] for f in r.flagged if (m := re.fullmatch(r"(\S+) did not run to its end as written \((.+)\)", f))}
+    pattern = re.compile(r"(\S+) did not run to its end as written \((.+)\)")
+    found = {m[1]: m[2] for f in r.flagged if (m := pattern.fullmatch(f))}
     assert found == why, r.flagged
     statics = "\n".join(f for f in r.flagged if "did not run" not in f)
     assert "(uses get_ipython)" in statics, statics

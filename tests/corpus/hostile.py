@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from autograder.sandbox import Limits
-from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, chain, cells, prepend, solution_notebook
+from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells, chain, prepend, solution_notebook
 from tests.corpus.lab00 import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
 from tests.corpus.lab00 import SEND_FIRST
 
