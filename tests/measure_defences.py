@@ -12,14 +12,12 @@ out (unguarded, the kernel attacks gain points: not the same work both ways).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 from autograder import grade
-from tests.corpus import hostile, lab_modules
 from tests.grading_run import grade_corpus
-from tests.measure_sandbox import compare
+from tests.measure_sandbox import command_line
 
 
 def one_pass(submissions: Path, guarded: bool) -> tuple[float, list[grade.Result]]:
@@ -38,19 +36,5 @@ def one_pass(submissions: Path, guarded: bool) -> tuple[float, list[grade.Result
     return sum(r.seconds for r in results), results
 
 
-def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> None:
-    compare(assignments, names, passes, one_pass, ("guarded", "unguarded"))
-
-
-def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.measure_defences", description=__doc__.splitlines()[0])
-    parser.add_argument("assignment", nargs="?", default=hostile.ASSIGNMENT, help="a lab, or `all` (every lab)")
-    parser.add_argument("cases", nargs="?", default=None, help="CASE,CASE,... (default: all of them)")
-    parser.add_argument("--passes", default="on,off,off,on", help="the order of guarded (on) and unguarded passes")
-    return parser.parse_args()
-
-
 if __name__ == "__main__":
-    args = arguments()
-    main(sorted(lab_modules()) if args.assignment == "all" else [args.assignment],
-         set(args.cases.split(",")) if args.cases else None, [word == "on" for word in args.passes.split(",")])
+    command_line("tests.measure_defences", __doc__, one_pass, ("guarded", "unguarded"))

@@ -31,10 +31,6 @@ def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Resu
     return sum(r.seconds for r in results), results
 
 
-def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> None:
-    compare(assignments, names, passes, one_pass, ("sandboxed", "unconfined"))
-
-
 def compare(assignments: list[str], names: set[str] | None, passes: list[bool],
             grade_pass: Callable[[Path, bool], tuple[float, list[grade.Result]]], words: tuple[str, str]) -> None:
     """Write the corpus (less the hostile cases), grade it once per pass with grade_pass(submissions, on), print
@@ -62,15 +58,19 @@ def compare(assignments: list[str], names: set[str] | None, passes: list[bool],
           f"the same scores every pass: {same}")
 
 
-def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.measure_sandbox", description=__doc__.splitlines()[0])
+def command_line(module: str, doc: str, grade_pass: Callable[[Path, bool], tuple[float, list[grade.Result]]],
+                 words: tuple[str, str]) -> None:
+    """`python -m <module> [ASSIGNMENT|all] [CASE,...] [--passes on,off,off,on]`: compare, as the arguments say."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     parser.add_argument("assignment", nargs="?", default=hostile.ASSIGNMENT, help="a lab, or `all` (every lab)")
     parser.add_argument("cases", nargs="?", default=None, help="CASE,CASE,... (default: all of them)")
-    parser.add_argument("--passes", default="on,off,off,on", help="the order of sandboxed (on) and unconfined passes")
-    return parser.parse_args()
+    parser.add_argument("--passes", default="on,off,off,on", help=f"the order of {words[0]} (on) and {words[1]} "
+                        "(off) passes")
+    args = parser.parse_args()
+    compare(sorted(lab_modules()) if args.assignment == "all" else [args.assignment],
+            set(args.cases.split(",")) if args.cases else None, [word == "on" for word in args.passes.split(",")],
+            grade_pass, words)
 
 
 if __name__ == "__main__":
-    args = arguments()
-    main(sorted(lab_modules()) if args.assignment == "all" else [args.assignment],
-         set(args.cases.split(",")) if args.cases else None, [word == "on" for word in args.passes.split(",")])
+    command_line("tests.measure_sandbox", __doc__, one_pass, ("sandboxed", "unconfined"))
