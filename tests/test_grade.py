@@ -460,3 +460,28 @@ def test_a_grader_error_is_graded_again_on_resume(tmp_path: Path) -> None:
     gradebook.write_rows(rows, tmp_path)
     kept = class_run._kept_results(tmp_path, {("a", "s"): "f", ("a", "t"): "f"})
     assert list(kept) == [("a", "s")]
+
+
+def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """nbgrader's generate_feedback goes on past a notebook it cannot convert and exits non-zero: the others keep
+    their pages, the failed one's report says so, every report is written, and nbgrader's log is kept."""
+    made = []
+
+    def generate_feedback(command: str, *args: str, root: Path, env: dict, check: bool) -> pipeline.NbgraderRun:
+        assert command == "generate_feedback" and not check
+        assert json.loads(Path(env[scrub.ANSWERS_VARIABLE]).read_text()) == {"a": ["a line of the answers"]}
+        page = pipeline.course_dir(root, "feedback") / "good" / "a" / "nb.html"
+        page.parent.mkdir(parents=True)
+        page.write_text("<html>feedback</html>")
+        made.append(page)
+        return pipeline.NbgraderRun(1, "ValueError: missing attachment: pingpong.png", "")
+
+    monkeypatch.setattr(reports, "run_nbgrader", generate_feedback)
+    results = [grade.Result(s, "a", grade.GRADED, 1.0, 2.0, 1.0) for s in ("bad", "good")]
+    reports.write_feedback(results, tmp_path, {"a": ["a line of the answers"]})
+    assert made and [r.notes for r in results] == [[reports.NO_PAGE], []]
+    for student in ("bad", "good"):
+        page = pipeline.course_dir(tmp_path, "feedback") / student / "a" / "grading_report.html"
+        assert page.is_file() and ("could be made" in page.read_text()) == (student == "bad")
+    assert "missing attachment" in (tmp_path / gradebook.LOGS / "feedback.log").read_text()
