@@ -116,6 +116,9 @@ class GuardedExecute(Execute):
     """nbgrader's Execute; test cells must prove they ran as written (see the module's docstring)."""
 
     output_cap = Integer(OUTPUT_CAP, help="characters of output kept per cell").tag(config=True)
+    # nbgrader's True ends the whole grading when a cell's output is still arriving iopub_timeout (4 s) after its
+    # reply: right for a cell that ignored the interrupt of its timeout (nothing after it could run), wrong for a
+    # flood of output. False, then, until a cell times out (_async_handle_timeout).
     raise_on_iopub_timeout = Bool(False, help="an output flood is cut and logged, not a timeout").tag(config=True)
     guard = Bool(True, help="False: nbgrader's Execute as it is (tests/measure_defences.py measures the cost so)"
                  ).tag(config=True)
@@ -152,9 +155,10 @@ class GuardedExecute(Execute):
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple[NotebookNode, dict]:
         if not self.guard:
+            self.raise_on_iopub_timeout = True  # nbgrader's own
             return super().preprocess_cell(cell, resources, index)
         self._check_assign_resources(resources)
-        self._used, self._cut = 0, False
+        self._used, self._cut, self.raise_on_iopub_timeout = 0, False, False
         test = is_test(cell) and cell.source.strip()
         self._pending = (secrets.token_hex(16), with_marker(cell.source)) if test else None
         try:
@@ -167,6 +171,12 @@ class GuardedExecute(Execute):
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout",
                                              text=f"\n[output cut: more than {self.output_cap} characters]\n"))
         return cell, self.resources
+
+    async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> dict | None:
+        """nbclient's (interrupt the cell), and from now on a kernel that stays busy ends the grading: it did not
+        stop when interrupted."""
+        self.raise_on_iopub_timeout = True
+        return await super()._async_handle_timeout(timeout, cell)
 
     def on_cell_executed(self, **kwargs: Any) -> None:
         super().on_cell_executed(**kwargs)
