@@ -14,8 +14,9 @@ word is therefore not taken. `GuardedExecute` (wired in by autograder/nbgrader_c
   is in no cell's source: a transformer that keeps the last line sees only the marker, and what it runs then is not
   the cell as written, which the seal says.
 - The grader compares the seal with the one it computes from the cell it sent. A test cell that replied "ok" with a
-  missing or wrong seal gets an error output (NOT_RUN, so nbgrader scores it 0) and a line in nbgrader's log that
-  the grader reads (autograder/grade.py flags the submission with the reason).
+  missing or wrong seal gets an error output (NOT_RUN, so nbgrader scores it 0) and a verdict that
+  the grader reads (VERDICTS_VARIABLE's file, which the kernel cannot reach: autograder/grade.py flags the
+  submission with the reason).
 
 Code in the same process can always try to get past this (patch the recorder, ipykernel, the interpreter): the
 constructs that could are flagged for review before it runs (autograder/flags.py). Test cells run with
@@ -29,7 +30,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -41,9 +45,10 @@ from traitlets import Bool, Integer
 
 MARKER = "__graded_cell_end__()"
 NOT_RUN = "NotRunAsWritten"  # the ename of the error output of a test cell without its evidence
-LOG_NOT_RUN = "autograder: not run as written: "  # nbgrader's log: "<grade_id>: <reason>"
-LOG_OUTPUT_CUT = "autograder: output cut: "  # nbgrader's log: "<cell>"
-LOG_NO_RECORDER = "autograder: the kernel could not install the grading recorder: "
+# The verdicts go to the file VERDICTS_VARIABLE names (JSON lines), outside the kernel's reach: not to nbgrader's
+# log, which the kernel's own stdout and stderr reach, so that it could forge a line there.
+VERDICTS_VARIABLE = "AUTOGRADER_VERDICTS"
+NOT_RUN_KEY, CUT_KEY, FAULT_KEY = "not run as written", "output cut", "grader fault"
 OUTPUT_CAP = 100_000  # characters of output kept per cell
 NOT_REACHED = "not reached"
 
@@ -125,25 +130,41 @@ class GuardedExecute(Execute):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._verdicts = os.environ.pop(VERDICTS_VARIABLE, None)  # popped: the kernel, started later, never sees it
         self._pending: tuple[str, str] | None = None  # (secret, code sent) of the test cell running now
         self._used = 0  # output characters of the cell running now
         self._cut = False
 
+    def record(self, key: str, *value: str) -> None:
+        """One verdict, for autograder/grade.py (and in nbgrader's log, for the instructor)."""
+        self.log.warning("autograder: %s: %s", key, ": ".join(value))
+        if self._verdicts:
+            with Path(self._verdicts).open("a") as fh:
+                fh.write(json.dumps([key, *value]) + "\n")
+
     async def async_start_new_kernel_client(self) -> Any:
-        kc = await super().async_start_new_kernel_client()
+        """nbclient's, then the recorder installed before any cell; a kernel that cannot start or take the recorder
+        (no code of the submission has run yet) is a grader fault."""
+        try:
+            kc = await super().async_start_new_kernel_client()
+        except Exception as exc:
+            self.record(FAULT_KEY, f"the grading kernel did not start ({type(exc).__name__}: {exc})")
+            raise
         if not self.guard:
             return kc
         msg_id = kc.execute(RECORDER, silent=True, store_history=False)
         reply = await self.async_wait_for_reply(msg_id)
         if reply is None or reply["content"]["status"] != "ok":
             content = (reply or {}).get("content", {})
-            self.log.error(LOG_NO_RECORDER + f"{content.get('ename', 'no reply')}: {content.get('evalue', '')}")
-            raise GraderFault(LOG_NO_RECORDER + str(content.get("evalue", "no reply")))
+            why = f"the kernel could not install the grading recorder ({content.get('ename', 'no reply')}: " \
+                  f"{content.get('evalue', '')})"
+            self.record(FAULT_KEY, why)
+            raise GraderFault(why)
         send = kc.execute
 
         def execute(code: str, **kwargs: Any) -> str:
             if self._pending is not None:  # a test cell: the marker after it, the seal in user_expressions
-                secret, code = self._pending[0], self._pending[1]
+                secret, code = self._pending
                 kwargs["user_expressions"] = {"seal": f"__graded_cell_seal__({secret!r})"}
             return send(code, **kwargs)
 
@@ -166,8 +187,7 @@ class GuardedExecute(Execute):
         finally:
             self._pending = None
         if self._cut:
-            where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
-            self.log.warning(LOG_OUTPUT_CUT + where)
+            self.record(CUT_KEY, cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}")
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout",
                                              text=f"\n[output cut: more than {self.output_cap} characters]\n"))
         return cell, self.resources
@@ -184,8 +204,7 @@ class GuardedExecute(Execute):
         if self._pending is None or reply.get("status") != "ok":
             return  # not a test, or it failed: nbgrader scores it 0 anyway
         if (why := self._unsealed(reply.get("user_expressions", {}).get("seal", {}))) is not None:
-            grade_id = cell.metadata["nbgrader"]["grade_id"]
-            self.log.warning(LOG_NOT_RUN + f"{grade_id}: {why}")
+            self.record(NOT_RUN_KEY, cell.metadata["nbgrader"]["grade_id"], why)
             cell.outputs.append(NotebookNode(
                 output_type="error", ename=NOT_RUN, evalue=f"this test did not run to its end as written ({why}): "
                 "it scores 0, for review", traceback=[f"{NOT_RUN}: {why}"]))

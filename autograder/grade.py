@@ -12,7 +12,6 @@ runs past its limit is stopped with its whole process tree (autograder/processes
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from autograder import gradebook
 from autograder.cells import meta
-from autograder.execution import LOG_NO_RECORDER, LOG_NOT_RUN, LOG_OUTPUT_CUT, OUTPUT_CAP
+from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, VERDICTS_VARIABLE
 from autograder.flags import find_flags
 from autograder.pipeline import (
     REPO_ROOT,
@@ -33,7 +32,7 @@ from autograder.pipeline import (
     read_score,
     run_nbgrader,
 )
-from autograder.sandbox import DEFAULT_LIMITS, KERNEL_FAILED, Box, Limits
+from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
 from autograder.scrub import assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from utils.timeouts import check_grading_limits
@@ -171,17 +170,19 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         if cell_timeout is not None:
             args.append(f"--Execute.timeout={int(cell_timeout)}")
         box = Box.open(root, sandbox)
+        verdicts = root / "verdicts.jsonl"  # GuardedExecute's (autograder/execution.py): out of the kernel's reach
         try:
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
-                               env={**(env or {}), **box.env()},
+                               env={**(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts)},
                                timeout=max(1.0, timeout - (time.monotonic() - start)))
         finally:
             result.notes += box.close()
         result.tag = run.tag
         (root / "nbgrader.log").write_text(run.log)
-        if fault := grader_fault(run.log):
+        said = read_verdicts(verdicts)
+        if said[FAULT_KEY]:
             result.status = GRADER_ERROR
-            result.notes.append(fault)
+            result.notes += [f"grader error: {fault}; nbgrader's log says more" for [fault] in said[FAULT_KEY]]
             return result
         if run.returncode is None:
             result.status = TIMED_OUT
@@ -208,9 +209,10 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         result.score, result.max_score = read_score(root, entry.student, entry.assignment)
         result.status = GRADED
         result.notes += failed_tests(graded)
-        result.flagged += not_run_as_written(run.log)  # failed_tests says it of each: "NotRunAsWritten: ..."
+        # failed_tests says each of these too: "NotRunAsWritten: ..."
+        result.flagged += [f"{cell} did not run to its end as written ({why})" for cell, why in said[NOT_RUN_KEY]]
         result.notes += [f"{cell} printed more than {OUTPUT_WORDS}: its output was cut there (an output flood)"
-                         for cell in re.findall(re.escape(LOG_OUTPUT_CUT) + r"(.+)", run.log)]
+                         for [cell] in said[CUT_KEY]]
         return result
     except Exception as exc:  # one broken submission must not stop the class
         result.notes.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
@@ -222,13 +224,14 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         result.notes = [scrub(note, lines) for note in result.notes]
 
 
-def grader_fault(log: str) -> str | None:
-    """What nbgrader's log says went wrong in the grading itself (the kernel or the sandbox), if anything."""
-    for mark in (KERNEL_FAILED, LOG_NO_RECORDER):
-        if mark in log:
-            line = log[log.index(mark):].splitlines()[0]
-            return f"grader error: {line} (the grading kernel never ran the submission)"
-    return None
+def read_verdicts(path: Path) -> dict[str, list[list[str]]]:
+    """GuardedExecute's verdicts, by kind (FAULT_KEY, NOT_RUN_KEY, CUT_KEY): the values of each, in order."""
+    said: dict[str, list[list[str]]] = {FAULT_KEY: [], NOT_RUN_KEY: [], CUT_KEY: []}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            key, *values = json.loads(line)
+            said[key].append(values)
+    return said
 
 
 def setup_failure(folder: Path) -> str | None:
@@ -245,12 +248,6 @@ def setup_failure(folder: Path) -> str | None:
                 return (f"grader error: the locked cell {meta(cell).get('grade_id', '?')} of {path.name} failed "
                         f"before any of the submission's code ran: {errors[0]['ename']}: {errors[0]['evalue']}")
     return None
-
-
-def not_run_as_written(log: str) -> list[str]:
-    """The test cells that gave no evidence of running to their end as written (autograder/execution.py)."""
-    return [f"{m[1]} did not run to its end as written ({m[2]})"
-            for m in re.finditer(re.escape(LOG_NOT_RUN) + r"(\S+): (.+)", log)]
 
 
 def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], result: Result) -> None:

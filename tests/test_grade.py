@@ -448,8 +448,12 @@ def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) ->
     assert row["score"] == "" and row["status"] == "grader error"
     assert "GRADER ERROR in 1 (no score; grade them again once the grader is fixed): s/a" in reports.summary([r])
     assert reports.format_table([r]).splitlines()[1].split()[4] == "-"  # "grader error" is two words
-    assert grade.grader_fault("...\nautograder sandbox: the kernel could not start: PermissionError(13)\n")
-    assert grade.grader_fault("[AutogradeApp | INFO] Executing notebook\n") is None
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text('["grader fault", "the grading kernel did not start (RuntimeError: Kernel died)"]\n'
+                        '["not run as written", "test_x", "it stopped"]\n["output cut", "cell 3"]\n')
+    assert grade.read_verdicts(verdicts) == {"grader fault": [["the grading kernel did not start (RuntimeError: "
+                                                               "Kernel died)"]], "not run as written": [["test_x",
+                                                               "it stopped"]], "output cut": [["cell 3"]]}
 
 
 def test_a_grader_error_is_graded_again_on_resume(tmp_path: Path) -> None:

@@ -44,7 +44,6 @@ from utils.timeouts import HANG_BUDGET, HANG_BUDGET_S, HANG_LEDGER
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds autograder/ and utils/
 KERNEL_NAME = "ddp-course-sandbox"
 NOT_SANDBOXED = "not sandboxed"
-KERNEL_FAILED = "autograder sandbox: the kernel could not start"  # the launcher's line in nbgrader's log: grader error
 MIN_LANDLOCK_ABI = 3  # ABI 1-2 cannot stop truncate(2) of a file it may only read
 
 

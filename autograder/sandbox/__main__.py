@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.sandbox import KERNEL_FAILED, landlock
+from autograder.sandbox import landlock
 from autograder.sandbox import namespaces as ns
 
 # The kernel's own data (heap and anonymous memory) stops at this share of the submission's bound: past it an
@@ -68,7 +68,7 @@ def run_kernel(config: dict, argv: list[str]) -> None:
                   f"a cgroup of {config['memory_bytes'] / (1 << 30):g} GB)", flush=True)
             os.execve(argv[0], argv, {**os.environ, **config["env"]})
         except BaseException as exc:  # noqa: BLE001  (the kernel never started: say why in nbgrader's log)
-            print(f"{KERNEL_FAILED}: {exc!r}", file=sys.stderr, flush=True)
+            print(f"autograder sandbox: the kernel could not start: {exc!r}", file=sys.stderr, flush=True)
             os._exit(127)
     marked: set[int] = set()
     while True:  # PID 1 reaps every orphan of the namespace, until the kernel itself ends
