@@ -489,3 +489,26 @@ def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
         page = pipeline.course_dir(tmp_path, "feedback") / student / "a" / "grading_report.html"
         assert page.is_file() and ("could be made" in page.read_text()) == (student == "bad")
     assert "missing attachment" in (tmp_path / gradebook.LOGS / "feedback.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.lab00
+@pytest.mark.skipif(not (sys.platform == "linux" and os.geteuid() == 0), reason="the sandbox needs Linux and root")
+def test_a_sandbox_that_refuses_the_course_is_a_grader_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The sandbox made without utils/ (it refuses the course's own files, as with a venv whose utils is not the
+    graded repository's): lab 00's setup cell cannot import the course, before any of the submission's code. The run says "grader error", scores
+    nothing, names the submission to grade again and exits non-zero."""
+    from autograder import sandbox
+
+    runtime = sandbox.readable_runtime
+    monkeypatch.setattr(sandbox, "readable_runtime", lambda: [p for p in runtime() if p.name != "utils"])
+    case = next(c for c in corpus.cases("00_ranks_and_alpha_beta") if c.name == "solution")
+    write_case(tmp_path / "subs", "00_ranks_and_alpha_beta", case)
+    assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--workers", "1", "--fast"]) == 1
+    printed = capsys.readouterr()
+    assert "GRADER ERROR in 1" in printed.out and "grader error in 1 submissions (solution/" in printed.err
+    [row] = gradebook.read_rows(tmp_path / "out" / gradebook.CSV_NAME)
+    assert (row["status"], row["score"]) == (grade.GRADER_ERROR, ""), row
+    assert "the locked cell setup of ranks_and_alpha_beta.ipynb failed before any of the submission's code ran: " \
+        "PermissionError" in row["notes"], row["notes"]
