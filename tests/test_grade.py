@@ -497,8 +497,8 @@ def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
 def test_a_sandbox_that_refuses_the_course_is_a_grader_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """The sandbox made without utils/ (it refuses the course's own files, as with a venv whose utils is not the
-    graded repository's): lab 00's setup cell cannot import the course, before any of the submission's code. The run says "grader error", scores
-    nothing, names the submission to grade again and exits non-zero."""
+    graded repository's): lab 00's setup cell cannot import the course, before any of the submission's code. The
+    run says "grader error", scores nothing, names the submission to grade again and exits non-zero."""
     from autograder import sandbox
 
     runtime = sandbox.readable_runtime
