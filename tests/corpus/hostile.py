@@ -2,8 +2,8 @@
 
 Each must be graded as its honest work deserves and get nothing else: tests/test_sandbox.py checks what they
 report, what they leave behind and what the feedback shows. They run only sandboxed (tests/grading_run.py grades
-the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Two submissions hold every behaviour
-(each grading costs CI its time), with disjoint lost cells:
+the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Four submissions hold every behaviour
+(each grading costs CI its time), with disjoint lost cells or reasons that tell the attacks apart:
 
 - "hostile": its ping_pong and ring_shift deadlock in every launch (it is graded in bounded time: once its
   launches have hung for the hang budget, the rest fail at once), and it keeps exercises 0.2 and 0.4. Its first
@@ -16,6 +16,13 @@ the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Two sub
   the end of the notebook is a fork bomb whose children sleep (it reports how far it got).
 - "memory_hog": solved, but ring_shift's ranks each take 0.6 of the memory bound (together more than it): a rank
   is stopped, only test_ring_shift is lost, and the report says "used more than 4 GB: stopped".
+- "transformer" and "swallower", on the untouched release (an honest 0 of 11; both got 11 before
+  autograder/execution.py): the first adds an IPython input transformer that turns every later cell into `pass`,
+  except test_ring_shift, cut to its last line; the second swallows every failure (a custom exception handler, a
+  post_run_cell hook that clears the error, stderr to /dev/null), echoes every cell it runs (the hidden tests)
+  from a pre_run_cell hook, makes size_for_share raise its caller's source, and at the end prints IPython's
+  history and the notebook being run, shows a Markdown output naming a missing attachment and floods its output.
+  Neither runs a launch: they cost little to grade.
 """
 
 from __future__ import annotations
