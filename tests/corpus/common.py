@@ -12,7 +12,8 @@ A case is the solution notebook with one thing broken; `loses` names the test ce
 nothing, and every other test cell must keep its points; `tampered` and `flagged` say whether the grader must
 report tampering, or flag it for review (autograder/flags.py, a test that did not run as written). The grading run
 (tests/grading_run.py) adds two cases of its own to every lab, "solution" (loses nothing) and "release" (the
-untouched course/ notebook: scores zero), and grades them all at once. Nothing is committed: the cases are built from solutions/ every time.
+untouched course/ notebook: scores zero), and grades them all at once. Nothing is committed: the cases are built
+from solutions/ every time.
 
     python -m tests.corpus OUT      # writes every lab's cases as OUT/<case>/<assignment>/<notebook>.ipynb
 """
