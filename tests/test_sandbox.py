@@ -100,6 +100,39 @@ def test_cgroup_stops_a_process_past_its_memory_and_ends_every_process() -> None
     assert not any(f.exists() for f in group.folders)
 
 
+def _has_cpu_share(group: Group) -> bool:
+    """Whether the group has a CPU share of its own: v1's cpu hierarchy, or v2's cpu controller."""
+    if group.version == 1:
+        return len(group.folders) == 3
+    return "cpu" in (group.folders[0] / "cgroup.controllers").read_text().split()
+
+
+@needs_sandbox
+def test_each_submission_gets_one_share_of_the_cpu() -> None:
+    """One process spinning in one group, six in another, for the same 3 s: the lone one gets as much CPU as the six
+    together (each group one share), whatever else the machine runs; without the groups it would get a seventh."""
+    groups = [Group.create(1 << 30, 64), Group.create(1 << 30, 64)]
+    try:
+        if not _has_cpu_share(groups[0]):
+            pytest.skip("no cpu controller in this machine's cgroups")
+        spin = "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\nprint(time.process_time())"
+        procs = [(group, subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdin.readline()\n{spin}"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+                 for group, count in zip(groups, (1, 6), strict=True) for _ in range(count)]
+        for group, proc in procs:
+            group.add(proc.pid)
+        for _, proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        used = [0.0, 0.0]
+        for group, proc in procs:
+            used[groups.index(group)] += float(proc.communicate(timeout=60)[0])
+    finally:
+        for group in groups:
+            group.remove()
+    assert used[0] > 0.6 * used[1], f"CPU seconds: the lone process {used[0]:.2f}, the six {used[1]:.2f}"
+
+
 @needs_sandbox
 def test_a_submission_that_fills_its_scratch_folder_is_stopped(tmp_path: Path) -> None:
     """Past its scratch folder's bound every process of the submission is killed, and the report says why."""
