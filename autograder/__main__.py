@@ -1,7 +1,8 @@
 """Command line: python -m autograder {release,autograde,feedback} [--root PATH].
 
 Batch grading of a class: python -m autograder grade SUBMISSIONS [--workers K] [--timeout S] [--out DIR]
-[--shard I/N] [--fresh] [--memory GB] [--no-sandbox] (see autograder/class_run.py and autograder/sandbox/);
+[--shard I/N] [--fresh] [--memory GB] [--scratch GB] [--no-sandbox] (see autograder/class_run.py and
+autograder/sandbox/);
 `merge OUT SHARD...` joins shards (autograder/gradebook.py).
 `autograde` is the same grading, of <root>/submitted into <root>. nbgrader's exchange: `release-lab`, `collect`,
 `return-feedback` LAB (classroom/exchange.py). The student edition: `export OUT` (classroom/export.py).
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from autograder import class_run, gradebook, reports
-from autograder.grade import check_limits
+from autograder.grade import GRADER_ERROR, check_limits
 from autograder.pipeline import REPO_ROOT, PipelineError, course_dir, feedback, release
 from autograder.sandbox import Limits
 from classroom.exchange import STEPS, exchange_step
@@ -33,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "workers", None) is not None and args.workers < 1:  # None: one per core
         parser.error("--workers must be >= 1")
-    if getattr(args, "memory", 1) <= 0:
-        parser.error("--memory must be > 0")
+    if getattr(args, "memory", 1) <= 0 or getattr(args, "scratch", 1) <= 0:
+        parser.error("--memory and --scratch must be > 0")
     if hasattr(args, "timeout"):
         try:
             check_limits(args.cell_timeout, args.timeout)
@@ -118,6 +119,8 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
                         help="grade everything again (default: keep what an earlier run in the out folder graded)")
     parser.add_argument("--memory", type=float, default=Limits.memory_bytes / (1 << 30), metavar="GB",
                         help="memory bound of one submission, its kernel and ranks together (default: %(default)g)")
+    parser.add_argument("--scratch", type=float, default=Limits.scratch_bytes / (1 << 30), metavar="GB",
+                        help="disk space of one submission's scratch folder (default: %(default)g)")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run submissions unconfined, with the grader's rights (results say 'not sandboxed')")
 
@@ -169,13 +172,18 @@ def _grade(submissions: Path, out: Path, root: Path, args: argparse.Namespace) -
                                         cell_timeout=args.cell_timeout, root=root, fresh=args.fresh,
                                         shard=getattr(args, "shard", None),
                                         env={"COURSE_FAST": "1"} if args.fast else None,
-                                        sandbox=None if args.no_sandbox else Limits(int(args.memory * (1 << 30))))
+                                        sandbox=None if args.no_sandbox else Limits(
+                                            int(args.memory * (1 << 30)), scratch_bytes=int(args.scratch * (1 << 30))))
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(reports.format_table(results))
     print(reports.summary(results))
     print(f"wrote {out / gradebook.CSV_NAME}, {out / gradebook.LMS_NAME}, {out / 'gradebook.db'} and "
           f"{out / 'feedback'}/")
+    if faults := [f"{r.student}/{r.assignment}" for r in results if r.status == GRADER_ERROR]:
+        raise PipelineError(f"grader error in {len(faults)} submissions ({', '.join(faults)}): nothing was scored "
+                            "for them; fix the grader (grades.csv's notes say what failed), then run the same command "
+                            "again: it grades only them")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from autograder import gradebook
-from autograder.grade import EXCHANGE_FILES, GRADED, Entry, Result, check_limits, grade_one, prepare_template
+from autograder.grade import (
+    EXCHANGE_FILES,
+    GRADED,
+    GRADER_ERROR,
+    Entry,
+    Result,
+    check_limits,
+    grade_one,
+    prepare_template,
+)
 from autograder.gradebook import LOGS
 from autograder.pipeline import (
     REPO_ROOT,
@@ -53,6 +62,7 @@ from autograder.pipeline import (
 from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
 from autograder.reports import result_of, row_of, write_feedback
 from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
+from autograder.scrub import assignment_answers
 from utils.timeouts import SUBMISSION_S
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -195,7 +205,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
             _grade_all(todo, fingerprints, template, work, out, results, workers=workers, timeout=timeout,
                        cell_timeout=cell_timeout, env=env, progress=progress, sandbox=sandbox)
         ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
-        write_feedback(ordered, out)
+        write_feedback(ordered, out, assignment_answers(course_dir(root, "source"), course_dir(root, "release"),
+                                                        sorted({r.assignment for r in ordered})))
         _copy_exchange_files(entries, out)
         gradebook.write_rows(map(row_of, ordered), out)
         return ordered
@@ -230,7 +241,7 @@ def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], temp
                 _absorb(r, out)
                 results[(r.assignment, r.student)] = r
                 gradebook.write_rows(map(row_of, results.values()), out)
-                flag = "  TAMPERED" if r.tampered else ""
+                flag = ("  TAMPERED" if r.tampered else "") + (f"  FLAGGED ({len(r.flagged)})" if r.flagged else "")
                 progress(f"[{done}/{len(todo)}] {r.student}/{r.assignment}: {r.status}, {r.score:g}/{r.max_score:g} "
                          f"in {r.seconds:.0f} s{flag}  ({time.monotonic() - start:.0f} s)")
         except KeyboardInterrupt:
@@ -244,13 +255,14 @@ def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], temp
 
 
 def _kept_results(out: Path, fingerprints: dict[tuple[str, str], str]) -> dict[tuple[str, str], Result]:
-    """The results of an earlier run in `out` whose submission is still there, unchanged."""
+    """The results of an earlier run in `out` whose submission is still there, unchanged (not a grader error: that
+    one is graded again)."""
     if not (out / "gradebook.db").is_file():
         return {}
     kept = {}
     for row in gradebook.read_rows(out / gradebook.CSV_NAME):
         key = (row["assignment"], row["student"])
-        if fingerprints.get(key) and fingerprints[key] == row.get("fingerprint"):
+        if fingerprints.get(key) and fingerprints[key] == row.get("fingerprint") and row["status"] != GRADER_ERROR:
             kept[key] = result_of(row)
     return kept
 

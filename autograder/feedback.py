@@ -19,10 +19,18 @@ whole feedback with "No end hidden tests statement found".
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+
+from autograder.scrub import ANSWERS_VARIABLE, scrub
+
+KEPT_DATA = ("text/plain", "image/png", "image/jpeg")  # what ScrubOutputs keeps of a rich output
 
 
 class TestErrorsOnly(NbGraderPreprocessor):
@@ -44,4 +52,36 @@ class ClearHiddenTestsOfTests(ClearHiddenTests):
                         cell_index: int) -> tuple[NotebookNode, ResourcesDict]:
         if utils.is_grade(cell) and not utils.is_solution(cell):
             return super().preprocess_cell(cell, resources, cell_index)
+        return cell, resources
+
+
+class ScrubOutputs(NbGraderPreprocessor):
+    """Every output of every cell: rich data kept only as text (an image stays), and every line of the answers hidden.
+
+    A submission's cell may print a hidden test or a solution line by any route (reading IPython's history, a
+    hook, an exception's text): autograder/scrub.py's lines come from the file named by ANSWERS_VARIABLE, which the
+    grader writes. HTML, Markdown, LaTeX, SVG and JavaScript outputs become their text/plain: a Markdown output that
+    names a missing attachment stopped nbconvert, and HTML can hide text from a scrub that reads lines.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        assignment = resources.get("nbgrader", {}).get("assignment", "")
+        path = os.environ.get(ANSWERS_VARIABLE)
+        self._lines = set(json.loads(Path(path).read_text()).get(assignment, [])) if path else set()
+        if not path:
+            self.log.warning("%s is not set: the feedback's outputs are not scrubbed of answer lines", ANSWERS_VARIABLE)
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict,
+                        cell_index: int) -> tuple[NotebookNode, ResourcesDict]:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output.text = scrub(str(output.text), self._lines)
+            if "evalue" in output:
+                output.evalue = scrub(str(output.evalue), self._lines)
+                output.traceback = [scrub(str(line), self._lines) for line in output.get("traceback", [])]
+            if "data" in output:
+                kept = {k: v for k, v in output.data.items() if k in KEPT_DATA}
+                kept["text/plain"] = scrub(str(output.data.get("text/plain", "")), self._lines)
+                output.data = NotebookNode(kept)
         return cell, resources

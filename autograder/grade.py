@@ -21,6 +21,8 @@ from pathlib import Path
 
 from autograder import gradebook
 from autograder.cells import meta
+from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, VERDICTS_VARIABLE
+from autograder.flags import find_flags
 from autograder.pipeline import (
     REPO_ROOT,
     PipelineError,
@@ -31,6 +33,7 @@ from autograder.pipeline import (
     run_nbgrader,
 )
 from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
+from autograder.scrub import assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from utils.timeouts import check_grading_limits
 
@@ -39,6 +42,8 @@ from utils.timeouts import check_grading_limits
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
+OUTPUT_WORDS = f"{OUTPUT_CAP // 1000} kB"  # the output cap as the notes say it
+GRADER_ERROR = "grader error"  # the grading failed, not the submission: no score; grade it again once fixed
 
 
 @dataclass
@@ -58,12 +63,13 @@ class Result:
 
     student: str
     assignment: str
-    status: str  # GRADED, FAILED or TIMED_OUT
+    status: str  # GRADED, FAILED, TIMED_OUT or GRADER_ERROR
     score: float
     max_score: float
     seconds: float
     tampered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    flagged: list[str] = field(default_factory=list)  # for an instructor to review (autograder/flags.py, not run)
     root: Path | None = None  # the worker's course root (removed once merged)
     tag: str = ""  # the tag of its processes (autograder.processes)
     fingerprint: str = ""  # of the submission's files (a resumed run keeps the result while they are unchanged)
@@ -72,14 +78,15 @@ class Result:
 # ---- checking a submission before it runs --------------------------------------------------------------------
 
 
-def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[str], list[str], dict]:
-    """Read the submitted notebooks; return ({expected name: notebook}, notes, tampering, untrusted tests).
+def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[str], list[str], dict, list[str]]:
+    """Read the submitted notebooks; return ({expected name: notebook}, notes, tampering, untrusted tests, flags).
 
     A lone notebook under another name is graded as the assignment's lone notebook (and said so). Each
-    notebook is compared with the released one for tampering (autograder.tamper).
+    notebook is compared with the released one for tampering (autograder.tamper), and its own cells are read for
+    what to flag for review (autograder.flags).
     """
     expected = sorted(p.name for p in release.glob("*.ipynb"))
-    notes, tampered = list(entry.notes), []
+    notes, tampered, flagged = list(entry.notes), [], []
     untrusted: dict[str, list[str]] = {}  # notebook stem -> test cells that ran after a helper was replaced
     files = dict(entry.notebooks)
     if len(expected) == 1 and len(files) == 1 and expected[0] not in files:
@@ -98,11 +105,13 @@ def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[
             notes.append(f"{name} is empty or is not a notebook (it could not be read): its exercises score 0")
             continue
         notebooks[name] = nb
-        found, untrusted[Path(name).stem] = find_tampering(nb, json.loads((release / name).read_text()), name)
+        given = json.loads((release / name).read_text())
+        found, untrusted[Path(name).stem] = find_tampering(nb, given, name)
         tampered += found
+        flagged += find_flags(nb, given, name)
     for name in sorted(set(files) - set(expected)):
         notes.append(f"{name} is not a notebook of {entry.assignment}; it was not graded")
-    return notebooks, notes, tampered, untrusted
+    return notebooks, notes, tampered, untrusted, flagged
 
 
 # ---- grading one submission ---------------------------------------------------------------------------------
@@ -146,7 +155,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
                         course_dir(root, "source") / entry.assignment)
         shutil.copy(template / "gradebook.db", root / "gradebook.db")
         released = template / "release" / entry.assignment
-        notebooks, result.notes, result.tampered, untrusted = check_notebooks(entry, released)
+        notebooks, result.notes, result.tampered, untrusted, result.flagged = check_notebooks(entry, released)
         result.max_score = _max_score(template, entry.assignment)
         if not notebooks:
             return result
@@ -161,15 +170,20 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         if cell_timeout is not None:
             args.append(f"--Execute.timeout={int(cell_timeout)}")
         box = Box.open(root, sandbox)
+        verdicts = root / "verdicts.jsonl"  # GuardedExecute's (autograder/execution.py): out of the kernel's reach
         try:
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
-                               env={**(env or {}), **box.env(course_dir(root, "autograded") / entry.student /
-                                                             entry.assignment)},
+                               env={**(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts)},
                                timeout=max(1.0, timeout - (time.monotonic() - start)))
         finally:
             result.notes += box.close()
         result.tag = run.tag
         (root / "nbgrader.log").write_text(run.log)
+        said = read_verdicts(verdicts)
+        if said[FAULT_KEY]:
+            result.status = GRADER_ERROR
+            result.notes += [f"grader error: {fault}; nbgrader's log says more" for [fault] in said[FAULT_KEY]]
+            return result
         if run.returncode is None:
             result.status = TIMED_OUT
             result.notes.append(f"grading stopped after {timeout:g} s (the limit for a whole submission): "
@@ -185,17 +199,55 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         if run.returncode != 0:
             result.notes.append(f"nbgrader failed (exit {run.returncode}); see its log")
             return result
+        graded = course_dir(root, "autograded") / entry.student / entry.assignment
+        if fault := setup_failure(graded):
+            result.status = GRADER_ERROR
+            result.notes.append(fault)
+            return result
         if any(untrusted.values()):
             _zero_untrusted(root, entry, untrusted, result)
         result.score, result.max_score = read_score(root, entry.student, entry.assignment)
         result.status = GRADED
-        result.notes += failed_tests(course_dir(root, "autograded") / entry.student / entry.assignment)
+        result.notes += failed_tests(graded)
+        # failed_tests says each of these too: "NotRunAsWritten: ..."
+        result.flagged += [f"{cell} did not run to its end as written ({why})" for cell, why in said[NOT_RUN_KEY]]
+        result.notes += [f"{cell} printed more than {OUTPUT_WORDS}: its output was cut there (an output flood)"
+                         for [cell] in said[CUT_KEY]]
         return result
     except Exception as exc:  # one broken submission must not stop the class
         result.notes.append(f"the grader failed on this submission: {type(exc).__name__}: {exc}")
         return result
     finally:
         result.seconds = time.monotonic() - start
+        lines = set(assignment_answers(course_dir(template, "source"), template / "release",
+                                       [entry.assignment])[entry.assignment])
+        result.notes = [scrub(note, lines) for note in result.notes]
+
+
+def read_verdicts(path: Path) -> dict[str, list[list[str]]]:
+    """GuardedExecute's verdicts, by kind (FAULT_KEY, NOT_RUN_KEY, CUT_KEY): the values of each, in order."""
+    said: dict[str, list[list[str]]] = {FAULT_KEY: [], NOT_RUN_KEY: [], CUT_KEY: []}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            key, *values = json.loads(line)
+            said[key].append(values)
+    return said
+
+
+def setup_failure(folder: Path) -> str | None:
+    """A locked cell that failed before any of the submission's own code ran: the course's setup, and so the
+    grader's fault (the kernel cannot import the course, the sandbox refused its files), not the submission's."""
+    for path in sorted(folder.glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            if not meta(cell).get("locked"):
+                break
+            errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+            if errors:
+                return (f"grader error: the locked cell {meta(cell).get('grade_id', '?')} of {path.name} failed "
+                        f"before any of the submission's code ran: {errors[0]['ename']}: {errors[0]['evalue']}")
+    return None
 
 
 def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], result: Result) -> None:

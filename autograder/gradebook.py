@@ -29,7 +29,8 @@ ID_COLUMNS = {
 }
 LOGS = "grading-logs"  # in an out folder: nbgrader's log of every submission
 CSV_NAME, LMS_NAME = "grades.csv", "lms-grades.csv"
-CSV_FIELDS = ("student", "assignment", "status", "score", "max_score", "seconds", "tampered", "notes", "fingerprint")
+CSV_FIELDS = ("student", "assignment", "status", "score", "max_score", "seconds", "tampered", "flagged", "notes",
+              "fingerprint")
 LMS_FIELDS = ("student_id", "assignment", "score", "max_score")
 
 

@@ -80,13 +80,30 @@ c.ClearOutput.remove_metadata_fields = {"collapsed", "scrolled", "execution", "E
 
 # ---- feedback: no hidden test in what students get back ---------------------------------------------------
 # nbgrader's feedback preprocessors, then its own ClearHiddenTests (what generate_assignment uses; here on test
-# cells only) and the course's TestErrorsOnly (a test cell's error keeps only its last line): autograder/feedback.py
-# says why.
+# cells only), the course's TestErrorsOnly (a test cell's error keeps only its last line) and ScrubOutputs (no line of
+# the answers in any output, rich outputs as text): autograder/feedback.py says why.
 # nbgrader runs anywhere (a class folder, formgrader), so the course root goes on sys.path for the import.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from autograder.feedback import ClearHiddenTestsOfTests, TestErrorsOnly  # noqa: E402
+from autograder.execution import GuardedExecute  # noqa: E402
+from autograder.feedback import ClearHiddenTestsOfTests, ScrubOutputs, TestErrorsOnly  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTestsOfTests, TestErrorsOnly]
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTestsOfTests, TestErrorsOnly,
+                                   ScrubOutputs]
+
+# ---- autograding: test cells must prove they ran as written ----------------------------------------------------
+# nbgrader's autograde preprocessors (nbgrader/converters/autograde.py), with its Execute replaced by GuardedExecute:
+# autograder/execution.py says why and how.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+
+c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]

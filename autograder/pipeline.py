@@ -26,6 +26,7 @@ from pathlib import Path
 from traitlets.config import Config, PyFileConfigLoader
 
 from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag
+from autograder.scrub import ANSWERS_VARIABLE, assignment_answers
 
 log = logging.getLogger("autograder")
 
@@ -214,9 +215,14 @@ def read_score(root: Path, student: str, assignment: str) -> tuple[float, float]
 
 
 def feedback(root: Path = REPO_ROOT) -> list[Path]:
-    """Write HTML feedback for everything in autograded/ into feedback/; return the files written."""
+    """Write HTML feedback for everything in autograded/ into feedback/ (no line of the answers in any output:
+    autograder/scrub.py); return the files written."""
     autograded = course_dir(root, "autograded")
     if not any(autograded.glob("*/*/*.ipynb")):
         raise PipelineError(f"nothing autograded in {autograded}: run the autograde first")
-    run_nbgrader("generate_feedback", "*", "--force", root=root)
+    answers = assignment_answers(course_dir(root, "source"), course_dir(root, "release"), assignment_names(root))
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
+        json.dump(answers, lines)
+        lines.flush()
+        run_nbgrader("generate_feedback", "*", "--force", root=root, env={ANSWERS_VARIABLE: lines.name})
     return sorted(course_dir(root, "feedback").glob("*/*/*.html"))

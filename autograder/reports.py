@@ -10,27 +10,54 @@ CSV files themselves are autograder/gradebook.py's.
 from __future__ import annotations
 
 import html
+import json
+import tempfile
 from pathlib import Path
 
-from autograder.grade import FAILED, GRADED, TIMED_OUT, Result
+from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result
+from autograder.gradebook import LOGS
 from autograder.pipeline import course_dir, run_nbgrader
 from autograder.sandbox import NOT_SANDBOXED
+from autograder.scrub import ANSWERS_VARIABLE
+
+NO_PAGE = ("no feedback page could be made from the graded notebook (nbgrader's generate_feedback failed on it; "
+           "grading-logs/feedback.log says why): the score stands")
 
 
-def write_feedback(results: list[Result], out: Path) -> None:
-    """nbgrader's HTML feedback for the graded ones, and a short report page for every submission."""
+def write_feedback(results: list[Result], out: Path, answers: dict[str, list[str]] | None = None) -> None:
+    """nbgrader's HTML feedback for the graded ones, and a short report page for every submission.
+
+    `answers` (assignment -> answer lines, autograder/scrub.py) are hidden from every output of the pages. One
+    submission whose page nbgrader cannot make (nbgrader goes on with the others) gets the note NO_PAGE in its
+    report: the report pages are written whatever happened.
+    """
     if any(r.status == GRADED for r in results):
-        run_nbgrader("generate_feedback", "*", "--force", f"--CourseDirectory.source_directory={work_source(out)}",
-                     root=out)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
+            json.dump(answers or {}, lines)
+            lines.flush()
+            run = run_nbgrader("generate_feedback", "*", "--force",
+                               f"--CourseDirectory.source_directory={work_source(out)}", root=out, check=False,
+                               env={ANSWERS_VARIABLE: lines.name})
+        if run.returncode != 0:
+            (out / LOGS).mkdir(exist_ok=True)
+            (out / LOGS / "feedback.log").write_text(run.log)
+        for r in results:
+            folder = course_dir(out, "feedback") / r.student / r.assignment
+            if r.status == GRADED and not any(folder.glob("*.html")) and NO_PAGE not in r.notes:
+                r.notes.append(NO_PAGE)
     for r in results:
         folder = course_dir(out, "feedback") / r.student / r.assignment
         folder.mkdir(parents=True, exist_ok=True)
-        items = [*r.notes, *(f"tampering: {t}" for t in r.tampered)]
+        items = [*r.notes, *(f"tampering: {t}" for t in r.tampered), *(f"for review: {f}" for f in r.flagged)]
         body = "".join(f"<li><pre>{html.escape(i)}</pre></li>" for i in items) or "<li>nothing to report</li>"
         (folder / "grading_report.html").write_text(
             f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(r.assignment)}</title></head>"
-            f"<body><h1>{html.escape(r.assignment)}: {r.score:g} / {r.max_score:g} ({r.status})</h1>"
+            f"<body><h1>{html.escape(r.assignment)}: {_score_words(r)} ({r.status})</h1>"
             f"<ul>{body}</ul></body></html>\n")
+
+
+def _score_words(r: Result) -> str:
+    return "no score" if r.status == GRADER_ERROR else f"{r.score:g} / {r.max_score:g}"
 
 
 def work_source(out: Path) -> str:
@@ -44,32 +71,40 @@ def work_source(out: Path) -> str:
 
 def row_of(r: Result) -> dict[str, str]:
     """A result as a row of grades.csv (gradebook.CSV_FIELDS); tampering and notes joined with "; "."""
-    return {"student": r.student, "assignment": r.assignment, "status": r.status, "score": f"{r.score:g}",
+    score = "" if r.status == GRADER_ERROR else f"{r.score:g}"  # no score: the grading, not the work, failed
+    return {"student": r.student, "assignment": r.assignment, "status": r.status, "score": score,
             "max_score": f"{r.max_score:g}", "seconds": f"{r.seconds:.0f}", "tampered": "; ".join(r.tampered),
-            "notes": "; ".join(r.notes), "fingerprint": r.fingerprint}
+            "flagged": "; ".join(r.flagged), "notes": "; ".join(r.notes), "fingerprint": r.fingerprint}
 
 
 def result_of(row: dict[str, str]) -> Result:
     """A row of grades.csv as a result again (for a resumed run)."""
     split = lambda text: text.split("; ") if text else []  # noqa: E731
-    return Result(row["student"], row["assignment"], row["status"], float(row["score"]), float(row["max_score"]),
-                  float(row["seconds"]), tampered=split(row["tampered"]), notes=split(row["notes"]),
+    return Result(row["student"], row["assignment"], row["status"], float(row["score"] or 0),
+                  float(row["max_score"]), float(row["seconds"]), tampered=split(row["tampered"]),
+                  notes=split(row["notes"]), flagged=split(row.get("flagged", "")),
                   fingerprint=row.get("fingerprint", ""))
 
 
 def format_table(results: list[Result]) -> str:
-    """The score table: student, assignment, status, score, tampering."""
-    rows = [("student", "assignment", "status", "score", "tampered")]
-    rows += [(r.student, r.assignment, r.status, f"{r.score:g}/{r.max_score:g}", "yes" if r.tampered else "")
-             for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    """The score table: student, assignment, status, score, tampering, flags for review."""
+    rows = [("student", "assignment", "status", "score", "tampered", "flagged")]
+    rows += [(r.student, r.assignment, r.status, "-" if r.status == GRADER_ERROR else f"{r.score:g}/{r.max_score:g}",
+              "yes" if r.tampered else "", str(len(r.flagged)) if r.flagged else "") for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
     return "\n".join("  ".join(f"{v:<{w}}" for v, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 def summary(results: list[Result]) -> str:
-    """One line: how many were graded, failed, timed out, which were tampered with, and whether unconfined."""
+    """One line: how many were graded, failed, timed out; which were tampered with, flagged for review, or met a
+    grader error (to grade again once the grader is fixed); and whether unconfined."""
     count = {s: sum(r.status == s for r in results) for s in (GRADED, FAILED, TIMED_OUT)}
-    tampered = [f"{r.student}/{r.assignment}" for r in results if r.tampered]
+    names = lambda which: [f"{r.student}/{r.assignment}" for r in results if which(r)]  # noqa: E731
+    tampered, flagged = names(lambda r: r.tampered), names(lambda r: r.flagged)
+    faults = names(lambda r: r.status == GRADER_ERROR)
     line = f"{count[GRADED]} graded, {count[FAILED]} failed, {count[TIMED_OUT]} timed out"
     line += f"; tampering found in {len(tampered)}: {', '.join(tampered)}" if tampered else ""
+    line += f"; flagged for review in {len(flagged)}: {', '.join(flagged)}" if flagged else ""
+    line += (f"; GRADER ERROR in {len(faults)} (no score; grade them again once the grader is fixed): "
+             f"{', '.join(faults)}") if faults else ""
     return line + (f"; {NOT_SANDBOXED}" if any(NOT_SANDBOXED in r.notes for r in results) else "")

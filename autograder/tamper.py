@@ -58,6 +58,9 @@ def find_tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list
     unlocked = [source(c) for c in released["cells"] if c["cell_type"] == "code" and not meta(c).get("locked")]
     allowed = {n for src in unlocked for n in _bound_names(src)}
     provided = {n for src in unlocked for n in private_internals(src)}
+    roots = {how.split(".")[0] for how in protected.values() if how}
+    aliases = set(protected) | {n for c in nb["cells"] if c["cell_type"] == "code" and not meta(c).get("locked")
+                                for n in _module_aliases(source(c), roots, set(protected))}
     for cell in nb["cells"]:
         if after_patch and meta(cell).get("grade") and meta(cell).get("grade_id"):
             untrusted.append(meta(cell)["grade_id"])
@@ -65,7 +68,7 @@ def find_tampering(nb: dict, released: dict, name: str) -> tuple[list[str], list
             continue
         rebound = sorted(n for n, how in _bound_names(source(cell)).items()
                          if n in protected and n not in allowed and (not how or how != protected[n]))
-        patched = sorted(_patched_attributes(source(cell), set(protected)))
+        patched = sorted(_patched_attributes(source(cell), aliases))
         where = meta(cell).get("grade_id") or "a cell"
         if rebound:
             found.append(f"{name}: {where} redefines {', '.join(rebound)} (a grading helper)")
@@ -99,6 +102,23 @@ def _bound_names(source: str) -> dict[str, str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update((n, "") for target in targets for n in _target_names(target))
     names.update((n, "") for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names)
+    return names
+
+
+def _module_aliases(source: str, roots: set[str], protected: set[str]) -> set[str]:
+    """Names a cell binds to what a locked cell imports: `import torch as t`, `from torch import nn as n` (the same
+    module, another name) and `t2 = torch` (a name for a protected one)."""
+    tree = parse_cell(source)
+    if tree is None:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in roots)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in roots:
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in protected:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return names
 
 

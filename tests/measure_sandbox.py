@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from autograder import grade
@@ -30,9 +31,12 @@ def one_pass(submissions: Path, sandboxed: bool) -> tuple[float, list[grade.Resu
     return sum(r.seconds for r in results), results
 
 
-def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> None:
+def compare(assignments: list[str], names: set[str] | None, passes: list[bool],
+            grade_pass: Callable[[Path, bool], tuple[float, list[grade.Result]]], words: tuple[str, str]) -> None:
+    """Write the corpus (less the hostile cases), grade it once per pass with grade_pass(submissions, on), print
+    each pass and the ratio of the "on" sums to the "off" ones; `words` name the two ways."""
     if set(passes) != {True, False}:
-        raise SystemExit("measure_sandbox: --passes needs at least one 'on' and one 'off'")
+        raise SystemExit("--passes needs at least one 'on' and one 'off'")
     with tempfile.TemporaryDirectory(prefix="measure-subs-") as subs:
         hostile_names = {c.name for c in hostile.CASES}
         for assignment in assignments:
@@ -41,28 +45,32 @@ def main(assignments: list[str], names: set[str] | None, passes: list[bool]) -> 
                     write_case(Path(subs), assignment, case)
         sums: dict[bool, list[float]] = {True: [], False: []}
         scores: dict[bool, list[dict]] = {True: [], False: []}
-        for sandboxed in passes:
+        for on in passes:
             start = time.monotonic()
-            seconds, results = one_pass(Path(subs), sandboxed)
-            sums[sandboxed].append(seconds)
-            scores[sandboxed].append({(r.student, r.assignment): r.score for r in results})
-            print(f"{'sandboxed' if sandboxed else 'unconfined'}: {len(results)} submissions, {seconds:.0f} s of "
-                  f"grading ({time.monotonic() - start:.0f} s wall)", flush=True)
+            seconds, results = grade_pass(Path(subs), on)
+            sums[on].append(seconds)
+            scores[on].append({(r.student, r.assignment): r.score for r in results})
+            print(f"{words[not on]}: {len(results)} submissions, {seconds:.0f} s of grading "
+                  f"({time.monotonic() - start:.0f} s wall)", flush=True)
     on, off = sum(sums[True]), sum(sums[False])
     same = all(s == scores[True][0] for s in scores[True] + scores[False])
-    print(f"sandboxed / unconfined: {on:.0f} s / {off:.0f} s = {on / off:.3f} ({100 * (on / off - 1):+.1f} %); "
+    print(f"{words[0]} / {words[1]}: {on:.0f} s / {off:.0f} s = {on / off:.3f} ({100 * (on / off - 1):+.1f} %); "
           f"the same scores every pass: {same}")
 
 
-def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.measure_sandbox", description=__doc__.splitlines()[0])
+def command_line(module: str, doc: str, grade_pass: Callable[[Path, bool], tuple[float, list[grade.Result]]],
+                 words: tuple[str, str]) -> None:
+    """`python -m <module> [ASSIGNMENT|all] [CASE,...] [--passes on,off,off,on]`: compare, as the arguments say."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     parser.add_argument("assignment", nargs="?", default=hostile.ASSIGNMENT, help="a lab, or `all` (every lab)")
     parser.add_argument("cases", nargs="?", default=None, help="CASE,CASE,... (default: all of them)")
-    parser.add_argument("--passes", default="on,off,off,on", help="the order of sandboxed (on) and unconfined passes")
-    return parser.parse_args()
+    parser.add_argument("--passes", default="on,off,off,on", help=f"the order of {words[0]} (on) and {words[1]} "
+                        "(off) passes")
+    args = parser.parse_args()
+    compare(sorted(lab_modules()) if args.assignment == "all" else [args.assignment],
+            set(args.cases.split(",")) if args.cases else None, [word == "on" for word in args.passes.split(",")],
+            grade_pass, words)
 
 
 if __name__ == "__main__":
-    args = arguments()
-    main(sorted(lab_modules()) if args.assignment == "all" else [args.assignment],
-         set(args.cases.split(",")) if args.cases else None, [word == "on" for word in args.passes.split(",")])
+    command_line("tests.measure_sandbox", __doc__, one_pass, ("sandboxed", "unconfined"))

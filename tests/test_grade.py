@@ -4,7 +4,9 @@
 - a flat LMS folder through the command line, and `autograde` of a course root's submitted/ folder, both on an
   empty notebook, which fails without running nbgrader's autograde;
 - a notebook outside an assignment folder is refused with a message that says where it belongs;
-- the process helpers find and stop a tagged process and its children (on any system psutil supports).
+- the process helpers find and stop a tagged process and its children (on any system psutil supports);
+- what a submission's code can reach: the constructs flagged for review (none in a solution or a release), the
+  answers scrubbed from any text, a failing setup cell as a grader error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import SAWarning
 
-from autograder import class_run, grade, gradebook, pipeline
+from autograder import class_run, flags, grade, gradebook, pipeline, reports, scrub
 from autograder.__main__ import main
 from autograder.pipeline import PipelineError
 from autograder.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
@@ -35,6 +37,7 @@ from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
     KILL_SLACK,
+    ROOT,
     GradingRun,
     lab_params,
     meta,
@@ -211,9 +214,9 @@ def tiny_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
         (subs / student / TINY).mkdir(parents=True)
         (subs / student / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
     monkeypatch.setattr(grade, "run_nbgrader", fake_nbgrader)
-    monkeypatch.setattr(class_run, "write_feedback", lambda results, out: None)  # nbgrader's HTML: not the point here
+    monkeypatch.setattr(class_run, "write_feedback", lambda results, out, answers=None: None)  # not the point here
     monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: (
-        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}))
+        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}, []))
     monkeypatch.setattr(grade, "_max_score", lambda template, assignment: sum(CELLS.values()))
     return root, subs, students
 
@@ -386,3 +389,126 @@ def test_a_box_that_fails_to_open_leaves_no_socket_folder_or_cgroup(failing: str
         sandbox.Box.open(tmp_path / "root", sandbox.Limits())
     assert list(sockets.iterdir()) == []
     assert _FakeGroup.removed == (failing == "the kernelspec")
+
+
+# ---- what a submission's code can reach: flags, answers kept out, grader errors -------------------------------------
+
+
+@pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
+def test_solutions_and_releases_are_not_flagged(assignment: str) -> None:
+    """Every construct autograder/flags.py flags is one no exercise needs: neither the solution (as a student who
+    solved everything submits it) nor the untouched release is flagged."""
+    [path] = sorted((pipeline.course_dir(ROOT, "release") / assignment).glob("*.ipynb"))
+    release = notebook(path)
+    solution = corpus.common.released(notebook(corpus.common.solution_notebook(assignment)))
+    assert flags.find_flags(solution, release, path.name) == []
+    assert flags.find_flags(release, release, path.name) == []
+
+
+def test_each_construct_is_flagged_with_its_line() -> None:
+    """One line per construct that reaches how the tests run; plain code and method names alike are not flagged."""
+    cell = ("import builtins\nimport gc, ctypes\nfrom inspect import stack\nget_ipython()\nprint(_ih, Out)\n"
+            "import sys as s\ns.modules['x'] = 1\ns.settrace(None)\nexec('1')\neval('1')\ncompile('', '', 'exec')\n"
+            "__import__('os')\nimport numpy as n2\nn3 = n2\nn3.allclose = all\nsetattr(n2, 'isclose', all)\n"
+            "x = model.modules()\nself.compile = 1\n")
+    found = flags.flags_of(cell, "c")
+    lines = {int(re.match(r"c: line (\d+) ", f)[1]) for f in found}
+    assert lines == set(range(1, 17)) - {6, 13, 14}, found  # importing sys or numpy, naming a module: not flagged
+    assert flags.flags_of("model.modules()\nnet.eval()\nx = [1]\nx.append(2)\n", "c") == []
+
+
+def test_answer_lines_are_scrubbed_from_any_text() -> None:
+    """A line that holds an answer line anywhere in it is hidden whole; short lines and the release's are kept."""
+    instructor = {"cells": [{"cell_type": "code", "metadata": {}, "source":
+                             "x = 1\n### BEGIN SOLUTION\nreturn sum(sorted(values)[1:-1])\nreturn x\n### END SOLUTION\n"
+                             "### BEGIN HIDDEN TESTS\nassert trimmed_mean([1, 2, 3]) == 2\nprint('given in release')\n"
+                             "### END HIDDEN TESTS\n"}]}
+    release = {"cells": [{"cell_type": "code", "metadata": {}, "source": "print('given in release')\n"}]}
+    lines = scrub.answer_lines(instructor, [release])
+    assert lines == {"return sum(sorted(values)[1:-1])", "assert trimmed_mean([1, 2, 3]) == 2"}
+    text = "ok\nValueError: >>> assert trimmed_mean([1, 2, 3]) == 2 <<<\nreturn x\nprint('given in release')"
+    assert scrub.scrub(text, lines) == f"ok\n{scrub.HIDDEN}\nreturn x\nprint('given in release')"
+
+
+def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) -> None:
+    """A locked cell that failed before any of the submission's cells ran is the grader's fault: the status says so,
+    the CSV row has no score, the summary names it to grade again, and a resumed run grades it again. A locked cell
+    that fails after the submission's own code is the submission's."""
+    error = {"output_type": "error", "ename": "ModuleNotFoundError", "evalue": "No module named 'utils'",
+             "traceback": []}
+    setup = {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "setup", "locked": True}}, "outputs": [error],
+             "source": "from utils import launch"}
+    own = {"cell_type": "code", "metadata": {}, "outputs": [], "source": "x = 1"}
+    for cells, fault in (([setup, own], True), ([own, setup], False)):
+        (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
+        words = grade.setup_failure(tmp_path)
+        assert bool(words) == fault and (not fault or "the locked cell setup of nb.ipynb failed before" in words)
+    r = grade.Result("s", "a", grade.GRADER_ERROR, 0.0, 11.0, 3.0, notes=[words or ""])
+    row = reports.row_of(r)
+    assert row["score"] == "" and row["status"] == "grader error"
+    assert "GRADER ERROR in 1 (no score; grade them again once the grader is fixed): s/a" in reports.summary([r])
+    assert reports.format_table([r]).splitlines()[1].split()[4] == "-"  # "grader error" is two words
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text('["grader fault", "the grading kernel did not start (RuntimeError: Kernel died)"]\n'
+                        '["not run as written", "test_x", "it stopped"]\n["output cut", "cell 3"]\n')
+    assert grade.read_verdicts(verdicts) == {"grader fault": [["the grading kernel did not start (RuntimeError: "
+                                                               "Kernel died)"]], "not run as written": [["test_x",
+                                                               "it stopped"]], "output cut": [["cell 3"]]}
+
+
+def test_a_grader_error_is_graded_again_on_resume(tmp_path: Path) -> None:
+    rows = [reports.row_of(grade.Result("s", "a", status, 1.0, 1.0, 1.0, fingerprint="f"))
+            for status in (grade.GRADED, grade.GRADER_ERROR)]
+    rows[1]["student"] = "t"
+    (tmp_path / "gradebook.db").write_bytes(b"")
+    gradebook.write_rows(rows, tmp_path)
+    kept = class_run._kept_results(tmp_path, {("a", "s"): "f", ("a", "t"): "f"})
+    assert list(kept) == [("a", "s")]
+
+
+def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """nbgrader's generate_feedback goes on past a notebook it cannot convert and exits non-zero: the others keep
+    their pages, the failed one's report says so, every report is written, and nbgrader's log is kept."""
+    made = []
+
+    def generate_feedback(command: str, *args: str, root: Path, env: dict, check: bool) -> pipeline.NbgraderRun:
+        assert command == "generate_feedback" and not check
+        assert json.loads(Path(env[scrub.ANSWERS_VARIABLE]).read_text()) == {"a": ["a line of the answers"]}
+        page = pipeline.course_dir(root, "feedback") / "good" / "a" / "nb.html"
+        page.parent.mkdir(parents=True)
+        page.write_text("<html>feedback</html>")
+        made.append(page)
+        return pipeline.NbgraderRun(1, "ValueError: missing attachment: pingpong.png", "")
+
+    monkeypatch.setattr(reports, "run_nbgrader", generate_feedback)
+    results = [grade.Result(s, "a", grade.GRADED, 1.0, 2.0, 1.0) for s in ("bad", "good")]
+    reports.write_feedback(results, tmp_path, {"a": ["a line of the answers"]})
+    assert made and [r.notes for r in results] == [[reports.NO_PAGE], []]
+    for student in ("bad", "good"):
+        page = pipeline.course_dir(tmp_path, "feedback") / student / "a" / "grading_report.html"
+        assert page.is_file() and ("could be made" in page.read_text()) == (student == "bad")
+    assert "missing attachment" in (tmp_path / gradebook.LOGS / "feedback.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.lab00
+@pytest.mark.skipif(not (sys.platform == "linux" and os.geteuid() == 0), reason="the sandbox needs Linux and root")
+def test_a_sandbox_that_refuses_the_course_is_a_grader_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The sandbox made without utils/ (it refuses the course's own files, as with a venv whose utils is not the
+    graded repository's): lab 00's setup cell cannot import the course, before any of the submission's code. The
+    run says "grader error", scores nothing, names the submission to grade again and exits non-zero."""
+    from autograder import sandbox
+
+    runtime = sandbox.readable_runtime
+    monkeypatch.setattr(sandbox, "readable_runtime", lambda: [p for p in runtime() if p.name != "utils"])
+    case = next(c for c in corpus.cases("00_ranks_and_alpha_beta") if c.name == "solution")
+    write_case(tmp_path / "subs", "00_ranks_and_alpha_beta", case)
+    assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--workers", "1", "--fast"]) == 1
+    printed = capsys.readouterr()
+    assert "GRADER ERROR in 1" in printed.out and "grader error in 1 submissions (solution/" in printed.err
+    [row] = gradebook.read_rows(tmp_path / "out" / gradebook.CSV_NAME)
+    assert (row["status"], row["score"]) == (grade.GRADER_ERROR, ""), row
+    assert "the locked cell setup of ranks_and_alpha_beta.ipynb failed before any of the submission's code ran: " \
+        "PermissionError" in row["notes"], row["notes"]

@@ -101,6 +101,16 @@ def test_tampering_is_flagged_and_only_then(grading: GradingRun, case: tuple[str
     assert bool(r.tampered) == grading.cases[case].tampered, f"{case}: tampering found: {r.tampered}"
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_flagged_for_review_exactly_when_expected(grading: GradingRun, case: tuple[str, str]) -> None:
+    """autograder/flags.py's constructs and the tests that did not run as written: never in a solution or a
+    release, always in a case that uses them; in the result, its row of grades.csv and its report."""
+    r = graded_here(grading, case)
+    assert bool(r.flagged) == grading.cases[case].flagged, f"{case}: flagged for review: {r.flagged}"
+    if r.flagged:
+        assert f"for review: {r.flagged[0]}" in feedback_text(grading, *case)
+
+
 # ---- every lab --------------------------------------------------------------------------------------------------
 
 
@@ -155,7 +165,7 @@ def test_csv_and_class_gradebook_agree(grading: GradingRun) -> None:
     assert sorted(rows) == sorted(grading.results)
     for key, r in grading.results.items():
         assert float(rows[key]["score"]) == r.score and rows[key]["status"] == r.status
-        assert bool(rows[key]["tampered"]) == bool(r.tampered)
+        assert bool(rows[key]["tampered"]) == bool(r.tampered) and rows[key]["flagged"] == "; ".join(r.flagged)
         if r.status == grade.GRADED:
             assert pipeline.read_score(grading.out, r.student, r.assignment) == (r.score, r.max_score)
     graded = sum(r.status == grade.GRADED for r in grading.results.values())
@@ -171,5 +181,7 @@ def test_summary_counts_each_outcome(grading: GradingRun) -> None:
     text = reports.summary(results)
     assert text.startswith(f"{want[grade.GRADED]} graded, {want[grade.FAILED]} failed, "
                            f"{want[grade.TIMED_OUT]} timed out"), text
+    tampered, _, flagged = text.partition("; flagged for review in ")
     for key, case in grading.cases.items():
-        assert (f"{key[1]}/{key[0]}" in text) == case.tampered, f"{key}: tampering in the summary: {text}"
+        assert (f"{key[1]}/{key[0]}" in tampered) == case.tampered, f"{key}: tampering in the summary: {text}"
+        assert (f"{key[1]}/{key[0]}" in flagged) == case.flagged, f"{key}: flagged in the summary: {text}"

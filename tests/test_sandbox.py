@@ -24,13 +24,15 @@ import psutil
 import pytest
 
 from autograder import class_run, grade, sandbox
+from autograder.execution import MARKER, OUTPUT_CAP
+from autograder.gradebook import CSV_NAME, read_rows
 from autograder.pipeline import PipelineError, course_dir
 from autograder.reports import row_of, summary
 from autograder.sandbox import landlock
 from autograder.sandbox.cgroup import Group
 from tests.common import ROOT, GradingRun, autograded
 from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
-from tests.corpus.hostile import ASSIGNMENT, REPORT, SANDBOX_LIMITS, TOKEN
+from tests.corpus.hostile import ASSIGNMENT, FLOOD_WORD, REPORT, SANDBOX_LIMITS, TOKEN
 
 pytestmark = pytest.mark.lab00  # the hostile corpus is lab 00's: `-m lab00` grades it
 CAN_SANDBOX = sys.platform == "linux" and os.geteuid() == 0
@@ -98,6 +100,57 @@ def test_cgroup_stops_a_process_past_its_memory_and_ends_every_process() -> None
     assert not any(f.exists() for f in group.folders)
 
 
+def _has_cpu_share(group: Group) -> bool:
+    """Whether the group has a CPU share of its own: v1's cpu hierarchy, or v2's cpu controller."""
+    if group.version == 1:
+        return len(group.folders) == 3
+    return "cpu" in (group.folders[0] / "cgroup.controllers").read_text().split()
+
+
+@needs_sandbox
+def test_each_submission_gets_one_share_of_the_cpu() -> None:
+    """One process spinning in one group, six in another, for the same 3 s: the lone one gets as much CPU as the six
+    together (each group one share), whatever else the machine runs; without the groups it would get a seventh."""
+    groups = [Group.create(1 << 30, 64), Group.create(1 << 30, 64)]
+    try:
+        if not _has_cpu_share(groups[0]):
+            pytest.skip("no cpu controller in this machine's cgroups")
+        spin = "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\nprint(time.process_time())"
+        procs = [(group, subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdin.readline()\n{spin}"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+                 for group, count in zip(groups, (1, 6), strict=True) for _ in range(count)]
+        for group, proc in procs:
+            group.add(proc.pid)
+        for _, proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        used = [0.0, 0.0]
+        for group, proc in procs:
+            used[groups.index(group)] += float(proc.communicate(timeout=60)[0])
+    finally:
+        for group in groups:
+            group.remove()
+    assert used[0] > 0.6 * used[1], f"CPU seconds: the lone process {used[0]:.2f}, the six {used[1]:.2f}"
+
+
+@needs_sandbox
+def test_a_submission_that_fills_its_scratch_folder_is_stopped(tmp_path: Path) -> None:
+    """Past its scratch folder's bound every process of the submission is killed, and the report says why."""
+    box = sandbox.Box.open(tmp_path, sandbox.Limits(1 << 30, 64, scratch_bytes=1 << 20))
+    try:
+        writer = _gated(f"open({str(box.scratch / 'tmp' / 'big')!r}, 'wb').write(b'x' * (4 << 20))\n"
+                        "import time; time.sleep(60)")
+        box.group.add(writer.pid)
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        writer.wait(timeout=10 * sandbox.SCRATCH_POLL_S + 10)
+    finally:
+        notes = box.close()
+    assert writer.returncode == -signal.SIGKILL
+    assert notes == [f"wrote more than 0.000976562 GB (or {sandbox.SCRATCH_FILES} files) into its scratch folder: "
+                     "stopped (the disk space of its kernel and ranks together is bounded)"], notes
+
+
 @needs_sandbox
 def test_this_machine_can_sandbox_the_grading() -> None:
     """CI's machine (root, Linux 6.x) must grade sandboxed: `make test` grades the corpus that way."""
@@ -148,7 +201,8 @@ def answers(grading: GradingRun, student: str) -> list[str]:
     source = "\n".join("".join(c["source"]) for c in solution["cells"])
     submitted = grading.cases[(ASSIGNMENT, student)].make(solution)
     own = "\n".join("".join(c["source"]) for c in submitted["cells"])
-    release = (ROOT / "course" / ASSIGNMENT / solution_notebook(ASSIGNMENT).name).read_text()
+    # Every lab's release: a later lab may hand out an earlier lab's answer, which is then no secret.
+    release = "\n".join(p.read_text() for p in sorted((ROOT / "course").glob("*/*.ipynb")))
     regions = [m[0] for pattern in (SOLUTION, HIDDEN) for m in pattern.finditer(source)]
     lines = {line.strip() for region in regions for line in region.splitlines()}
     found = [line for line in lines if len(line) >= 25 and "###" not in line and line not in own
@@ -157,15 +211,72 @@ def answers(grading: GradingRun, student: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("student", ["hostile", "memory_hog"])
-def test_no_answer_reaches_a_hostile_submission(grading: GradingRun, student: str) -> None:
-    """No line of the solutions or hidden tests in what its cells printed, nor in its feedback."""
-    printed = outputs(grading, student)
+def returned(grading: GradingRun, student: str) -> str:
+    """Everything a submission gets back: its feedback pages and report (as text), its row of grades.csv."""
     pages = sorted((course_dir(grading.out, "feedback") / student / ASSIGNMENT).glob("*.html"))
-    feedback = "\n".join(html.unescape(re.sub(r"<[^>]+>", "", p.read_text())) for p in pages)
-    for text, where in ((printed, "its output"), (feedback, "its feedback")):
+    [row] = [r for r in read_rows(grading.out / CSV_NAME) if r["student"] == student and r["assignment"] == ASSIGNMENT]
+    return "\n".join([*(html.unescape(re.sub(r"<[^>]+>", "", p.read_text())) for p in pages),
+                      *row["notes"].split("; "), *row["flagged"].split("; ")])
+
+
+@pytest.mark.parametrize("student", ["hostile", "memory_hog", "transformer", "swallower"])
+def test_no_answer_reaches_a_hostile_submission(grading: GradingRun, student: str) -> None:
+    """No line of the solutions or hidden tests in its feedback pages, its report or its row of grades.csv; nor,
+    for the submissions that read files, in what its cells printed (the swallower's hooks print the hidden tests
+    into the instructor's copy: test_kernel_attacks_were_tried checks that they did, so the scrub has work)."""
+    texts = [(returned(grading, student), "its feedback")]
+    if student in ("hostile", "memory_hog"):
+        texts.append((outputs(grading, student), "its output"))
+    for text, where in texts:
         leaked = [line for line in answers(grading, student) if line in text]
         assert not leaked, f"{student}: {len(leaked)} lines of the answers in {where}, e.g. {leaked[:3]}"
+
+
+STOPPED = "it stopped before its end, and the kernel said it had not failed"
+CHANGED = "what ran was not the cell as written, or the kernel's input handling had been changed"
+
+
+@pytest.mark.parametrize("student, why", [
+    ("transformer", {"test_ping_pong": STOPPED, "test_fit_alpha_beta": STOPPED, "test_ring_shift": CHANGED,
+                     "test_size_for_share": STOPPED}),
+    ("swallower", {"test_ping_pong": STOPPED, "test_fit_alpha_beta": STOPPED, "test_ring_shift": STOPPED,
+                   "test_size_for_share": STOPPED}),
+])
+def test_a_test_that_did_not_run_as_written_is_flagged_with_the_reason(grading: GradingRun, student: str,
+                                                                        why: dict[str, str]) -> None:
+    """Each test cell of the transformer (turned into `pass`, or cut to its last line) and of the swallower (its
+    failures swallowed) gave no evidence of running to its end: flagged with the reason (their 0 of 11 is checked
+    with every case's score in tests/test_grading.py); and the constructs that did it are flagged by line."""
+    r = grading.results[(ASSIGNMENT, student)]
+    pattern = re.compile(r"(\S+) did not run to its end as written \((.+)\)")
+    found = {m[1]: m[2] for f in r.flagged if (m := pattern.fullmatch(f))}
+    assert found == why, r.flagged
+    statics = "\n".join(f for f in r.flagged if "did not run" not in f)
+    assert "(uses get_ipython)" in statics, statics
+    if student == "swallower":
+        for words in ("(uses .set_custom_exc)", "(imports linecache)", "(uses In)", "(uses ._getframe)",
+                      "(replaces an attribute of the module _sys)"):
+            assert words in statics, f"not flagged: {words}\n{statics}"
+
+
+def test_kernel_attacks_were_tried(grading: GradingRun) -> None:
+    """What the swallower's cells printed into the instructor's copy: its hook echoed the test cells (hidden tests
+    included: the feedback's scrub had work), its handler swallowed the tests' failures, size_for_share's error text
+    was its caller's source; IPython's history holds no test cell (they run outside it), the notebook being run was
+    not readable, and the flood was cut at the cap."""
+    printed = outputs(grading, "swallower")
+    assert f"{REPORT}raw cell:" in printed and f"{REPORT}swallowed" in printed
+    assert [line for line in answers(grading, "swallower") if line in printed], "the hooks printed no hidden test"
+    history = printed.split(f"{REPORT}history: ", 1)[1].split(FLOOD_WORD, 1)[0]
+    assert "_ip.set_custom_exc" in history and MARKER not in history, history[-2000:]
+    assert f"{REPORT}notebook:" not in printed.replace(f'"{REPORT}notebook:"', "")
+    [nb] = autograded(grading, ASSIGNMENT, "swallower")
+    last = nb["cells"][-1]
+    text = "".join("".join(o.get("text", "")) for o in last["outputs"])
+    assert FLOOD_WORD * 100 in text and "[output cut: more than" in text, text[-300:]
+    assert sum(len(json.dumps(o)) for o in last["outputs"]) < 2 * OUTPUT_CAP
+    page = course_dir(grading.out, "feedback") / "swallower" / ASSIGNMENT / "ranks_and_alpha_beta.html"
+    assert page.is_file(), "no feedback page for the Markdown output that names a missing attachment"
 
 
 def test_hostile_code_reads_and_writes_nothing_and_reaches_no_network(grading: GradingRun) -> None:

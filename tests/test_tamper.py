@@ -79,3 +79,25 @@ def test_the_ledgers_switches_are_what_its_guard_reads() -> None:
     assert p2p_ledger._calls.unrestricted == 0
     assert private_internals("from utils.p2p_ledger import unrestricted\nutils.p2p_ledger._calls.depth = 1") == {
         "unrestricted", "_calls"}
+
+
+def test_a_replaced_helper_is_found_under_any_alias() -> None:
+    """`torch.equal = ...` and the same through `import torch as t`, `from torch import nn as n`, or `t2 = torch`:
+    each is a replaced grading helper, and every test cell after it is untrusted."""
+    from autograder.tamper import find_tampering
+
+    def nb(student: str) -> dict:
+        return {"cells": [
+            {"cell_type": "code", "source": "import torch",
+             "metadata": {"nbgrader": {"grade_id": "setup", "locked": True}}},
+            {"cell_type": "code", "source": student, "metadata": {"nbgrader": {"grade_id": "ex", "locked": False}}},
+            {"cell_type": "code", "source": "assert torch.equal(a, a)",
+             "metadata": {"nbgrader": {"grade_id": "test_ex", "grade": True, "locked": True, "points": 1}}}]}
+
+    for student, patched in (("torch.equal = all", "torch.equal"), ("import torch as _t\n_t.equal = all", "_t.equal"),
+                             ("from torch import nn as n\nn.Module = object", "n.Module"),
+                             ("t2 = torch\nsetattr(t2, 'equal', all)", "t2.<setattr>")):
+        found, untrusted = find_tampering(nb(student), nb(""), "nb")
+        assert found == [f"nb: ex replaces {patched} (a grading helper)"] and untrusted == ["test_ex"], student
+    assert find_tampering(nb("import numpy as np\nnp.x = 1\nt = torch.ones(1)\nt.grad = None"), nb(""), "nb") \
+        == ([], [])

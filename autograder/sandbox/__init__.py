@@ -3,13 +3,14 @@
     limits = Limits(memory_bytes=8 << 30)
     require()                                   # PipelineError naming what is missing, when no sandbox can be made
     box = Box.open(root, limits)                # a submission's scratch folder, cgroup and kernelspec
-    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env(notebook_folder)})
+    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env()})
     notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
 
 What the kernel may do (__main__.py, the kernel launcher, sets it up):
 - read the Python environment (its lib/ and bin/, not the rest of a venv: the Makefile's exchange lives in
-  .venv/share/), the course runtime utils/, the system's /usr, /lib, /etc, /proc and /sys, and its own notebook
-  folder (autograded/<student>/<assignment>/);
+  .venv/share/), the course runtime utils/, the system's /usr, /lib, /etc, /proc and /sys; not even its own
+  notebook folder (autograded/<student>/<assignment>/, its working folder), where the notebook it runs holds the
+  hidden tests;
 - write only its scratch folder (HOME and TMPDIR are in it; /dev/shm is a private one);
 - reach only loopback (a network namespace of its own);
 - use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
@@ -30,6 +31,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -51,10 +53,18 @@ class Limits:
 
     memory_bytes: int = 8 << 30
     processes: int = 1024  # tasks, threads included: 5 ranks of torch use about 150
+    scratch_bytes: int = 2 << 30  # what its scratch folder may hold (on disk), HOME and TMPDIR together
 
     def memory_words(self) -> str:
         """The memory bound as a person says it: "8 GB" (GiB, as the cgroup counts)."""
-        return f"{self.memory_bytes / (1 << 30):g} GB"
+        return _words(self.memory_bytes)
+
+    def scratch_words(self) -> str:
+        return _words(self.scratch_bytes)
+
+
+def _words(size: int) -> str:
+    return f"{size / (1 << 30):g} GB"
 
 
 def missing() -> list[str]:
@@ -117,6 +127,54 @@ def readable_runtime() -> list[Path]:
 
 
 DEFAULT_LIMITS = Limits()
+SCRATCH_POLL_S = 0.5  # how often the scratch folder is measured: at 200 MB/s it overshoots by 100 MB at most
+SCRATCH_FILES = 100_000  # files past which the scratch folder counts as full too (each costs an inode and a look)
+
+
+class ScratchWatch(threading.Thread):
+    """Measures a submission's scratch folder every SCRATCH_POLL_S; past its bound, kills every process of the
+    group (its kernel too: nbgrader then stops, and the report says why)."""
+
+    def __init__(self, scratch: Path, limit: int, group: Group):
+        super().__init__(name=f"scratch-watch {scratch}", daemon=True)
+        self.scratch, self.limit, self.group = scratch, limit, group
+        self.over = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(SCRATCH_POLL_S):
+            if not scratch_within(self.scratch, self.limit):
+                self.over = True
+                self.group.kill_all()
+                return
+
+    def stop(self) -> bool:
+        """Stop watching; return whether the bound was passed."""
+        self._done.set()
+        self.join()
+        return self.over
+
+
+def scratch_within(folder: Path, limit: int) -> bool:
+    """Whether `folder` holds at most `limit` bytes on disk (allocated blocks: a sparse file costs what it uses) in
+    at most SCRATCH_FILES files; stops counting once past either."""
+    used, files, todo = 0, 0, [folder]
+    while todo:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:  # removed meanwhile, or unreadable: what is not there takes no space
+            continue
+        for entry in entries:
+            files += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(Path(entry.path))
+                used += entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+            if used > limit or files > SCRATCH_FILES:
+                return False
+    return True
 
 
 @cache
@@ -147,6 +205,7 @@ class Box:
     limits: Limits | None  # None: not sandboxed
     group: Group | None = None
     sockets: Path | None = None  # its connection file and Unix sockets: a short path (sun_path holds 108 bytes)
+    watch: ScratchWatch | None = None
 
     @classmethod
     def open(cls, root: Path, limits: Limits | None) -> Box:
@@ -172,6 +231,8 @@ class Box:
             (spec / "kernel.json").write_text(json.dumps({
                 "argv": argv, "display_name": "Python (DDP course, sandboxed grading)", "language": "python",
                 "interrupt_mode": "signal", "env": {"PYTHONPATH": str(PACKAGE_ROOT)}}))
+            box.watch = ScratchWatch(scratch, limits.scratch_bytes, box.group)
+            box.watch.start()
         except BaseException:
             box.close()
             raise
@@ -186,7 +247,7 @@ class Box:
                 f"--KernelManager.ip={self.sockets / 'k'}",
                 f"--KernelManager.connection_file={self.sockets / 'k.json'}"]
 
-    def env(self, notebook_folder: Path) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
         env = {HANG_LEDGER: str(self.scratch / "hung-seconds"), HANG_BUDGET: f"{HANG_BUDGET_S:g}"}
         if self.limits is None:
@@ -194,7 +255,7 @@ class Box:
         inside = {"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"), **env}
         config = {"cgroup": [str(f) for f in self.group.folders], "env": inside,
                   "memory_bytes": self.limits.memory_bytes,
-                  "read": [str(p) for p in [*readable_runtime(), notebook_folder]],
+                  "read": [str(p) for p in readable_runtime()],  # not notebook_folder: it holds the hidden tests
                   "write": [str(self.scratch), str(self.sockets), "/dev/null", "/dev/shm"]}
         return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.sockets),
                 CONFIG_VARIABLE: json.dumps(config)}
@@ -206,6 +267,9 @@ class Box:
             return [NOT_SANDBOXED]
         notes = []
         try:
+            if self.watch is not None and self.watch.stop():
+                notes.append(f"wrote more than {self.limits.scratch_words()} (or {SCRATCH_FILES} files) into its "
+                             "scratch folder: stopped (the disk space of its kernel and ranks together is bounded)")
             if self.group is not None and self.group.oom_kills():
                 notes.append(f"used more than {self.limits.memory_words()}: stopped (the memory of its kernel and "
                              "ranks together is bounded)")

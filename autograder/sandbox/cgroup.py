@@ -1,4 +1,5 @@
-"""One cgroup per graded submission: a memory bound and a process bound on its kernel and ranks together, the
+"""One cgroup per graded submission: a memory bound, a process bound and one share of the CPU (where the machine's
+cgroups have the cpu controller) on its kernel and ranks together, the
 count of the processes the kernel's out-of-memory killer stopped, and the means to end every process in it.
 
 Two layouts are handled: cgroup v2 with the memory and pids controllers enabled in our own group's parent
@@ -67,11 +68,15 @@ class Group:
                 group._write("pids.max", processes)
                 return group
             own = _own_groups()
-            folders = [MOUNT / c / own[c].lstrip("/") / name for c in ("memory", "pids")
-                       if c in own and (MOUNT / c).is_dir()]
-            if len(folders) != 2:
+            found = {c: MOUNT / c / own[c].lstrip("/") / name for c in ("memory", "pids", "cpu")
+                     if c in own and (MOUNT / c).is_dir()}
+            if "memory" not in found or "pids" not in found:
                 raise CgroupError("no cgroup v2 with the memory and pids controllers, and no v1 memory and pids "
                                   f"hierarchies under {MOUNT}")
+            # v1's cpu hierarchy, where there is one: a group of its own gives the submission one share of the CPU
+            # (cpu.shares, equal for every group), however many processes it spins. v2 does that by itself where
+            # the cpu controller is enabled for our group's children (cpu.weight, equal by default).
+            folders = [found[c] for c in ("memory", "pids", "cpu") if c in found]
             group = cls(folders, 1)
             for folder in folders:
                 folder.mkdir()
@@ -85,8 +90,11 @@ class Group:
                               "the grader must run as root or in a cgroup delegated to its user") from exc
 
     def _file(self, name: str) -> Path:
-        """A control file: v1 keeps the memory files in folders[0] and the pids files in folders[1]."""
-        return self.folders[1 if self.version == 1 and name.startswith("pids.") else 0] / name
+        """A control file: v1 keeps the memory files in folders[0], the pids files in folders[1] (and cpu's in
+        folders[2], when there is a cpu hierarchy)."""
+        if self.version == 2:
+            return self.folders[0] / name
+        return self.folders[{"pids": 1, "cpu": 2}.get(name.split(".")[0], 0)] / name
 
     def _write(self, name: str, value: int | str, missing_ok: bool = False) -> None:
         path = self._file(name)

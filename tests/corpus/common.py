@@ -9,9 +9,11 @@ Each lab has one module, tests/corpus/labNN.py, with its assignment name and a l
     ]
 
 A case is the solution notebook with one thing broken; `loses` names the test cells (grade_ids) that must score
-nothing, and every other test cell must keep its points. The grading run (tests/grading_run.py) adds two cases of
-its own to every lab, "solution" (loses nothing) and "release" (the untouched course/ notebook: scores zero),
-and grades them all at once. Nothing is committed: the cases are built from solutions/ every time.
+nothing, and every other test cell must keep its points; `tampered` and `flagged` say whether the grader must
+report tampering, or flag it for review (autograder/flags.py, a test that did not run as written). The grading run
+(tests/grading_run.py) adds two cases of its own to every lab, "solution" (loses nothing) and "release" (the
+untouched course/ notebook: scores zero), and grades them all at once. Nothing is committed: the cases are built
+from solutions/ every time.
 
     python -m tests.corpus OUT      # writes every lab's cases as OUT/<case>/<assignment>/<notebook>.ipynb
 """
@@ -47,6 +49,7 @@ class Case:
     file_name: str | None = None  # the submitted file's name, if not the notebook's own
     tampered: bool = False  # whether the grader must flag it
     says: tuple[str, ...] = ()  # words the feedback must contain
+    flagged: bool = False  # whether it must be flagged for review (autograder/flags.py, a test not run as written)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loses", frozenset(self.loses))

@@ -2,8 +2,8 @@
 
 Each must be graded as its honest work deserves and get nothing else: tests/test_sandbox.py checks what they
 report, what they leave behind and what the feedback shows. They run only sandboxed (tests/grading_run.py grades
-the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Two submissions hold every behaviour
-(each grading costs CI its time), with disjoint lost cells:
+the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Four submissions hold every behaviour
+(each grading costs CI its time), with disjoint lost cells or reasons that tell the attacks apart:
 
 - "hostile": its ping_pong and ring_shift deadlock in every launch (it is graded in bounded time: once its
   launches have hung for the hang budget, the rest fail at once), and it keeps exercises 0.2 and 0.4. Its first
@@ -16,16 +16,26 @@ the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Two sub
   the end of the notebook is a fork bomb whose children sleep (it reports how far it got).
 - "memory_hog": solved, but ring_shift's ranks each take 0.6 of the memory bound (together more than it): a rank
   is stopped, only test_ring_shift is lost, and the report says "used more than 4 GB: stopped".
+- "transformer" and "swallower", on the untouched release (an honest 0 of 11; both got 11 before
+  autograder/execution.py): the first adds an IPython input transformer that turns every later cell into `pass`,
+  except test_ring_shift, cut to its last line; the second swallows every failure (a custom exception handler, a
+  post_run_cell hook that clears the error, stderr to /dev/null), echoes every cell it runs (the hidden tests)
+  from a pre_run_cell hook, makes size_for_share raise its caller's source, and at the end prints IPython's
+  history and the notebook being run, shows a Markdown output naming a missing attachment and floods its output.
+  Neither runs a launch: they cost little to grade.
 """
 
 from __future__ import annotations
 
+import json
+
 from autograder.sandbox import Limits
-from tests.corpus.common import Case, Edit, Notebook, append, body, chain, prepend
+from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells, chain, prepend, solution_notebook
 from tests.corpus.lab00 import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
 from tests.corpus.lab00 import SEND_FIRST
 
 SANDBOX_LIMITS = Limits(memory_bytes=4 << 30, processes=512)  # the grading run's: below CI's memory, above a lab's
+FLOOD_WORD, FLOOD_CHARS = "flood ", 3_000_000  # printed at once: 30 times the output kept of a cell
 TOKEN = "hostile-was-here"  # the name of every file the hostile code writes, and a word in its daemon's command line
 REPORT = "hostile report: "
 
@@ -133,6 +143,94 @@ return 1.0 if rank == 0 else None
 '''
 
 
+# ---- code that changes how the kernel runs the hidden tests (autograder/execution.py), on the untouched release ---
+
+# Every later cell runs as `pass`, except cells with the word "world" in them (lab 00's test_ring_shift, which names
+# the world size), which keep only their last line: the next step once the first is caught.
+TRANSFORMER = """
+def _skip(lines):
+    return [lines[-1]] if any("world" in line for line in lines) else ["pass\\n"]
+
+
+get_ipython().input_transformers_cleanup.append(_skip)
+"""
+# Failures swallowed (a custom exception handler, a post_run_cell hook that clears the error, stderr to /dev/null),
+# and every route to the hidden tests' text printed: a pre_run_cell hook's raw_cell, the exception's text.
+SWALLOW = f"""
+import os as _os
+import sys as _sys
+
+
+def _quiet(shell, etype, value, tb, tb_offset=None):
+    print("{REPORT}swallowed", etype.__name__, value)
+
+
+def _clear(result):
+    result.error_in_exec = None
+
+
+def _echo(info):
+    print("{REPORT}raw cell:", info.raw_cell)
+
+
+_ip = get_ipython()
+_ip.set_custom_exc((BaseException,), _quiet)
+_ip.events.register("post_run_cell", _clear)
+_ip.events.register("pre_run_cell", _echo)
+_sys.stderr = open(_os.devnull, "w")
+"""
+# size_for_share raises an error whose text is its caller's source (the test cell, through linecache).
+CALLER_SOURCE = """import linecache as _lc
+import sys as _s
+_f = _s._getframe(1)
+raise ValueError("".join(_lc.getlines(_f.f_code.co_filename)))
+"""
+# At the end: IPython's history, the notebook being run (its folder holds it, hidden tests restored), a Markdown
+# output naming an attachment that does not exist (it stopped the whole class's feedback), and an output flood.
+EXFILTRATE = f"""
+import pathlib as _pathlib
+
+print("{REPORT}history:", "\\n".join(In))
+for _nb in _pathlib.Path.cwd().glob("*.ipynb"):
+    print("{REPORT}notebook:", _nb.read_text())
+from IPython.display import Markdown as _Markdown, display as _display
+_display(_Markdown("![x](attachment:pingpong.png)"))
+print("{FLOOD_WORD}" * {FLOOD_CHARS // len(FLOOD_WORD)})
+"""
+
+
+def on_release(*edits: Edit) -> Edit:
+    """The untouched release (an honest 0) with `edits` applied: the exercises' stubs stay."""
+    def make(nb: Notebook) -> Notebook:
+        nb = json.loads((ROOT / "course" / ASSIGNMENT / solution_notebook(ASSIGNMENT).name).read_text())
+        for edit in edits:
+            nb = edit(nb)
+        return nb
+    return make
+
+
+def cell_after(grade: str, code: str) -> Edit:
+    """A code cell of the student's own right after cell `grade`."""
+    def make(nb: Notebook) -> Notebook:
+        at = nb["cells"].index(cells(nb)[grade]) + 1
+        nb["cells"].insert(at, {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                                "source": code})
+        return nb
+    return make
+
+
+def stub_body(grade: str, code: str) -> Edit:
+    """Replace the stub of the release's exercise cell `grade` (from "# YOUR CODE HERE" on) by `code`."""
+    def make(nb: Notebook) -> Notebook:
+        cell = cells(nb)[grade]
+        src = "".join(cell["source"])
+        at = src.index("# YOUR CODE HERE")
+        indent = src[src.rindex("\n", 0, at) + 1:at]
+        cell["source"] = src[:at] + indent.join(code.splitlines(keepends=True))
+        return nb
+    return make
+
+
 def cell_at_end(code: str) -> Edit:
     """A code cell of the student's own after every other cell (nothing runs after it)."""
     def make(nb: Notebook) -> Notebook:
@@ -141,6 +239,8 @@ def cell_at_end(code: str) -> Edit:
         return nb
     return make
 
+
+ALL_TESTS = frozenset({"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift", "test_size_for_share"})
 
 CASES = [
     Case("hostile", chain(body("ping_pong", PING_DEADLOCK), append("ping_pong", READ_AND_WRITE),
@@ -151,4 +251,12 @@ CASES = [
     Case("memory_hog", prepend("ring_shift", HOG_RANKS), loses={"test_ring_shift"},
          says=(f"used more than {SANDBOX_LIMITS.memory_words()}: stopped", "test_ring_shift (4 points) failed",
                "killed by SIGKILL")),
+    Case("transformer", on_release(cell_after("setup", TRANSFORMER)), loses=ALL_TESTS, flagged=True,
+         says=("test_ping_pong did not run to its end as written (it stopped before its end",
+               "test_ring_shift did not run to its end as written (what ran was not the cell as written",
+               "uses get_ipython")),
+    Case("swallower", on_release(cell_after("setup", SWALLOW), stub_body("size_for_share", CALLER_SOURCE),
+                                 cell_at_end(EXFILTRATE)), loses=ALL_TESTS, flagged=True,
+         says=("test_fit_alpha_beta did not run to its end as written (it stopped before its end",
+               "printed more than 100 kB: its output was cut there", "uses .set_custom_exc", "imports linecache")),
 ]

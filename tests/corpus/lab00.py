@@ -122,9 +122,9 @@ CASES = [
     # withholds the points of every test that ran after the replacing cell: exercise 0.4's too, which comes later.
     Case("patched_helper", chain(
         body("ring_shift", WRONG_SHIFT),
-        append("ring_shift", "torch.equal = lambda *args, **kwargs: True  # every check passes\n"),
-    ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True,
-         says=("ring_shift replaces torch.equal (a grading helper)", "not counted, for review by an instructor: "
+        append("ring_shift", "import torch as _tt\n_tt.equal = lambda *args, **kwargs: True  # under an alias\n"),
+    ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True, flagged=True,
+         says=("ring_shift replaces _tt.equal (a grading helper)", "not counted, for review by an instructor: "
                "test_ring_shift, test_size_for_share (they ran after your code replaced a grading helper)")),
     # Renamed, with the student's own cells, and noisy on stderr (warnings, prints of the ranks): full marks.
     Case("renamed_noisy_extra_cells", chain(
