@@ -4,9 +4,9 @@ Everything lives in one folder (`--dir`, the Makefile's HUB_DIR, /srv/ddp-course
 
     <dir>/logs/hub.log       JupyterHub's log, with its proxy's, its services' and every server's start and stop
     <dir>/private/           root only: the hub's state (state.json), database, cookie secret, tokens, pid files
-    <dir>/exchange/          nbgrader's exchange, with the permissions nbgrader sets (root 0777; the course's
-                             outbound 0755, inbound 2733: students drop submissions but cannot list them; feedback
-                             0711: a student reaches only the file named by the hash of their own submission)
+    <dir>/exchange/          nbgrader's exchange, root's folders (classroom/hub/exchange.py: students read the
+                             released labs, drop submissions they cannot list, and reach only their own feedback;
+                             none can rename, replace or add a folder)
     <dir>/grader/            the grader account's home and the class's course root: gradebook.db, submitted/,
                              autograded/, feedback/, and links to the repository's solutions/ and course/
 
@@ -35,8 +35,9 @@ from pathlib import Path
 
 from autograder.pipeline import REPO_ROOT, nbgrader_config
 from autograder.processes import kill_until_gone
+from classroom.collect import REFUSED
 from classroom.exchange import exchange_step
-from classroom.hub import limits, roster
+from classroom.hub import exchange, limits, roster
 
 DEFAULT_DIR = Path("/srv/ddp-course-hub")
 HUB_DIR_MODE = 0o755
@@ -153,7 +154,7 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
     layout.save(state)  # from here on, `stop --purge` undoes whatever was made, even after a failure below
     passwords = _make_people(layout, state, people, home_base)
     _make_course_root(layout, state)
-    _make_exchange(layout, course_id)
+    exchange.make_exchange(layout.exchange, course_id)
     state["repo_modes"] = _close_repository(REPO_ROOT, state["instructors_group"])
     for key in ("hub_port", "proxy_api_port", "formgrader_port"):
         state[key] = free_port()
@@ -217,17 +218,6 @@ def _give_to_grader(layout: Layout, state: dict) -> None:
     for folder, _, files in os.walk(layout.grader_home):
         for path in [folder, *(os.path.join(folder, f) for f in files)]:
             os.lchown(path, user.pw_uid, user.pw_gid)
-
-
-def _make_exchange(layout: Layout, course_id: str) -> None:
-    """The exchange with the course's folders made by root now (nbgrader's modes), so that no student can take the
-    course's name in it first."""
-    layout.exchange.mkdir(exist_ok=True)
-    os.chmod(layout.exchange, 0o777)  # nbgrader's release_assignment sets it so (ensure_root)
-    for sub, mode in (("", 0o755), ("outbound", 0o755), ("inbound", 0o2733), ("feedback", 0o711)):
-        folder = layout.exchange / course_id / sub
-        folder.mkdir(exist_ok=True)
-        os.chmod(folder, mode)
 
 
 def _close_repository(repo: Path, group: str) -> dict[str, list[int]]:
@@ -363,23 +353,33 @@ def release(lab: str, hub_dir: Path = DEFAULT_DIR) -> str:
     """Hand a lab out through the hub's exchange (students: Assignments tab, Fetch); nbgrader's log."""
     layout = Layout(hub_dir.resolve())
     state = layout.load()
-    run = exchange_step("release-lab", lab, Path(state["course_root"]), layout.exchange)
+    run = exchange_step("release-lab", lab, Path(state["course_root"]), layout.exchange, exchange.RELEASE_OPTIONS)
     return run.log
 
 
-def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = ()) -> int:
+def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = (),
+          say: Callable[[str], None] = print) -> int:
     """Collect a lab's submissions, grade them in the sandbox (`make autograde`'s grader, on the class's course
-    root), and return the feedback through the exchange; formgrader shows the gradebook. The grading's exit status."""
+    root), and return the feedback through the exchange; formgrader shows the gradebook. The submissions that
+    collect refused (classroom/collect.py) are listed last and in the hub's log. The grading's exit status."""
     from autograder.__main__ import main as autograder_main  # the command line `make autograde` runs
 
     layout = Layout(hub_dir.resolve())
     state = layout.load()
     root = Path(state["course_root"])
     try:
-        print(exchange_step("collect", lab, root, layout.exchange).log.strip())
+        collected = exchange_step("collect", lab, root, layout.exchange).log.strip()
+        say(collected)
+        refused = [line[line.index(REFUSED):] for line in collected.splitlines() if REFUSED in line]
+        if refused:
+            with open(layout.log, "a") as log:
+                log.writelines(f"[hub-grade {time.strftime('%Y-%m-%d %H:%M:%S')}] {lab}: {line}\n" for line in refused)
         status = autograder_main(["autograde", "--root", str(root), *grade_args])
         if status == 0:
-            print(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
+            say(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
     finally:
         _give_to_grader(layout, state)
+    if refused:
+        say(f"collect refused {len(refused)} submissions of {lab} (neither collected nor graded; also in "
+            f"{layout.log}):\n" + "\n".join(f"  {line}" for line in refused))
     return status
