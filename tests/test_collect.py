@@ -77,7 +77,7 @@ def test_a_symlinked_submission_folder_is_refused(tmp_path: Path) -> None:
     assert refusal(link, "root") == f"{link.name} is a symbolic link"
 
 
-def test_the_copy_follows_no_link_and_stops_at_its_size_bound(tmp_path: Path) -> None:
+def test_the_copy_follows_no_link_and_stops_at_its_size_bound(tmp_path: Path, monkeypatch) -> None:
     """What changed after the check (a link put in its place) is refused by the copy itself; the copy's size
     counts what it copies."""
     folder = submission(tmp_path / "inbound", "root", 2020, "root", text="x" * 5000)
@@ -91,6 +91,13 @@ def test_the_copy_follows_no_link_and_stops_at_its_size_bound(tmp_path: Path) ->
     with pytest.raises(SubmissionRefused, match="is a symbolic link"):
         copy_submission(folder, tmp_path / "linked", "root", 0, 10_000, no_sharing)
     assert not (tmp_path / "linked" / "lab.ipynb").exists()
+    # A link put in place between the check before the open and the open itself (a stat that follows links stands
+    # for that moment): the open refuses to follow it.
+    follow = os.stat
+    monkeypatch.setattr(os, "stat", lambda name, dir_fd=None, follow_symlinks=True: follow(name, dir_fd=dir_fd))
+    with pytest.raises(SubmissionRefused, match="lab.ipynb changed while it was copied"):
+        copy_submission(folder, tmp_path / "swapped", "root", 0, 10_000, no_sharing)
+    monkeypatch.undo()
     (tmp_path / "linked-folder").symlink_to("/")
     with pytest.raises(SubmissionRefused, match="linked-folder is not a folder"):  # not even opened
         copy_submission(tmp_path / "linked-folder", tmp_path / "root-copy", "root", 0, 10_000, no_sharing)
