@@ -84,7 +84,8 @@ def refusal(folder: Path, username: str, check_owner: bool = True) -> str | None
         try:
             uid = pwd.getpwnam(username).pw_uid
         except KeyError:
-            return f"submitted in the name of {username}, who has no account here, by {owner_name(folder.lstat().st_uid)}"
+            by = owner_name(folder.lstat().st_uid)
+            return f"submitted in the name of {username}, who has no account here, by {by}"
     try:
         for count, (shown, info) in enumerate(entries(folder), 1):
             if count > MAX_ENTRIES:

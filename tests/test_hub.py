@@ -34,7 +34,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from classroom.hub import limits, roster, server
+from autograder.pipeline import read_score
+from classroom.hub import exchange, limits, roster, server
 from tests import corpus
 from tests.common import ROOT, page_text
 
@@ -209,6 +210,30 @@ def submitted(hub: dict, alyssa: Visitor) -> Path:
     return notebook
 
 
+FORGED_STAMP, LINKED_STAMP, ROOT_LINK_STAMP = (f"{y}-01-01 00:00:00.000000 UTC" for y in (2099, 2098, 2097))
+
+
+@pytest.fixture(scope="module")
+def attacks(hub: dict, submitted: Path) -> dict:
+    """What A tried in the issue (#34), from A's own shell: a submission in B's name dated 2099 (its notebook A's
+    own), one of A's own whose notebook is a link to the solution, and one that is a link to `/`; then B fetches
+    and submits lab 00 from B's shell (nbgrader's commands, what the Assignments tab runs). Each entry's name."""
+    inbound = Path(hub["exchange"], hub["course_id"], "inbound")
+    forged = inbound / f"{hub['b']}+{LAB}+{FORGED_STAMP}+forged"
+    linked = inbound / f"{hub['a']}+{LAB}+{LINKED_STAMP}+linked"
+    root_link = inbound / f"{hub['a']}+{LAB}+{ROOT_LINK_STAMP}+root"
+    script = (f'cp -r "$1" "$2" && echo "{FORGED_STAMP}" > "$2/timestamp.txt" && mkdir "$3" && '
+              f'ln -s "$4" "$3/{submitted.name}" && echo "{LINKED_STAMP}" > "$3/timestamp.txt" && ln -s / "$5"')
+    done = as_user(hub["a"], "sh", "-c", script, "sh", str(submitted.parent), str(forged), str(linked),
+                   str(corpus.solution_notebook(LAB)), str(root_link), hub=hub)
+    assert done.returncode == 0, f"A could not write into inbound/: {done.stderr}"
+    for step in ("fetch_assignment", "submit"):
+        done = as_user(hub["b"], "nbgrader", step, LAB, hub=hub)
+        assert done.returncode == 0, f"B's nbgrader {step}: {done.stdout}{done.stderr}"
+    [genuine] = [p for p in inbound.iterdir() if p.name.startswith(f"{hub['b']}+") and p != forged]
+    return {"forged": forged, "linked": linked, "root_link": root_link, "b_genuine": genuine}
+
+
 def test_a_logs_in_and_their_server_runs_the_course(hub: dict, alyssa: Visitor) -> None:
     """A's server runs as A, in A's home, bounded by its cgroup, with the course's kernel and the Assignments tab."""
     kernels = alyssa.get(f"/user/{hub['a']}/api/kernelspecs").json()["kernelspecs"]
@@ -253,6 +278,27 @@ def test_b_cannot_read_a_or_the_answers(hub: dict, submitted: Path) -> None:
         assert result.returncode != 0 and "Permission denied" in result.stderr, f"B ran {argv}: {result.stdout[:200]}"
 
 
+def test_the_exchange_is_roots_and_no_student_can_take_it_over(hub: dict, attacks: dict) -> None:
+    """The exchange's folders are root's with classroom/hub/exchange.py's modes, and A, from A's shell, can rename,
+    replace or add none of them, nor rename or change B's submission (the sticky bit of inbound/, its mode)."""
+    root = Path(hub["exchange"])
+    course = root / hub["course_id"]
+    folders = {root: exchange.ROOT_MODE, **{course / sub: mode for sub, mode in exchange.MODES.items()}}
+    found = {str(f): (f.lstat().st_uid, oct(f.lstat().st_mode & 0o7777)) for f in folders}
+    assert found == {str(f): (0, oct(mode)) for f, mode in folders.items()}, found
+    tries = [["mv", str(course), f"{root}/taken"], ["mkdir", f"{root}/other-course"],
+             ["mv", str(course / "inbound"), f"{course}/taken"], ["mkdir", f"{course}/taken"],
+             ["rm", "-rf", str(course / "outbound" / LAB)], ["mkdir", f"{course}/outbound/{LAB}-2"],
+             ["touch", f"{course}/feedback/page.html"], ["chmod", "777", str(root)],
+             ["mv", str(attacks["b_genuine"]), f"{course}/inbound/taken"], ["touch", f"{attacks['b_genuine']}/x"]]
+    for argv in tries:
+        result = as_user(hub["a"], *argv, hub=hub)
+        assert result.returncode != 0, f"A ran {argv}"
+        assert re.search("Permission denied|Operation not permitted", result.stderr), (argv, result.stderr)
+    assert {str(f): (f.lstat().st_uid, oct(f.lstat().st_mode & 0o7777)) for f in folders} == found
+    assert attacks["b_genuine"].is_dir() and (course / "outbound" / LAB).is_dir()
+
+
 def test_only_instructors_reach_formgrader(hub: dict, alyssa: Visitor, instructor: Visitor) -> None:
     refused = alyssa.get("/services/formgrader/formgrader")
     assert refused.status_code == 403, f"a student reached formgrader: {refused.status_code} {refused.url}"
@@ -261,13 +307,28 @@ def test_only_instructors_reach_formgrader(hub: dict, alyssa: Visitor, instructo
     assert LAB in {a["name"] for a in listed.json()}
 
 
-def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path, alyssa: Visitor,
-                                                                   instructor: Visitor, capsys) -> None:
+def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path, attacks: dict,
+                                                                   alyssa: Visitor, instructor: Visitor,
+                                                                   capsys) -> None:
+    """hub-grade grades A's and B's own submissions, and refuses A's three others, saying so at its end and in the
+    hub's log (both names for the forged one); A's feedback is that of A's own notebook, B's graded is B's."""
     assert server.grade(LAB, hub["dir"], ("--workers", "1", "--fast")) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^grading 1 submissions .*, sandboxed \(", out, re.MULTILINE), out
+    assert re.search(r"^grading 2 submissions .*, sandboxed \(", out, re.MULTILINE), out
+    summary = out[out.index(f"collect refused 3 submissions of {LAB}"):]
+    log = Path(hub["dir"], "logs", "hub.log").read_text()
+    for said in (f"{attacks['forged'].name}: submitted in the name of {hub['b']} by {hub['a']}",
+                 f"{attacks['linked'].name}: {attacks['linked'].name}/{submitted.name} is a symbolic link",
+                 f"{attacks['root_link'].name}: {attacks['root_link'].name} is a symbolic link"):
+        assert said in summary and said in log, f"{said!r} not reported:\n{summary}"
+    collected = Path(hub["course_root"]) / "submitted"
+    assert (collected / hub["b"] / LAB / "timestamp.txt").read_text().strip() != FORGED_STAMP
+    copy = collected / hub["a"] / LAB / submitted.name
+    assert not copy.is_symlink() and copy.read_bytes() == submitted.read_bytes()
+    full = sum(corpus.test_cells(LAB).values())
+    assert read_score(Path(hub["course_root"]), hub["b"], LAB) == (0.0, full), "B's own submission was not graded"
     listed = {a["name"]: a for a in instructor.get("/services/formgrader/formgrader/api/assignments").json()}
-    assert listed[LAB]["num_submissions"] == 1, "formgrader does not show the graded submission"
+    assert listed[LAB]["num_submissions"] == 2, "formgrader does not show the graded submissions"
     instructor.get("/services/formgrader/formgrader")  # the page sets formgrader's _xsrf cookie
     button = instructor.post(f"/services/formgrader/formgrader/api/submission/{LAB}/{hub['a']}/autograde").json()
     assert not button["success"] and "make hub-grade" in button["error"], f"formgrader's Autograde: {button}"
@@ -275,7 +336,6 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
         "formgrader's refused Autograde removed the graded copy"
     alyssa.assignments("fetch_feedback", hub["course_id"])
     [page] = sorted((home(hub["a"]) / LAB / "feedback").glob(f"*/{submitted.stem}.html"))
-    full = sum(corpus.test_cells(LAB).values())
     assert f"(Score: 0.0 / {full:.1f})" in page_text(page), page_text(page)[:300]
     assert page.stat().st_uid == pwd.getpwnam(hub["a"]).pw_uid
 

@@ -8,7 +8,8 @@ and make one of their own, which then receives the others' submissions. The hub'
     <exchange>/<course>/      root 0755
         outbound/             root 0755   the released labs: every student reads them
         inbound/              root 3733   every student drops a submission in, none lists it (each has a random
-                                          name), and the sticky bit keeps each from renaming or removing another's
+                                          name), and the sticky bit keeps each from renaming or removing another's;
+                                          each submission's folder is 0755 (Submit), not nbgrader's 0777
         feedback/             root 0711   a student reaches only the page named by their own submission's hash
 
 MODES says so; `make_exchange` makes them. Only the root check of nbgrader's steps needs changing: the students'
@@ -24,8 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nbgrader.exchange.default import (ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList,
-                                       ExchangeReleaseAssignment, ExchangeSubmit)
+from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList
+from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeSubmit
 from nbgrader.utils import check_directory
 
 ROOT_MODE = 0o755
@@ -61,7 +62,12 @@ class List(RootOwnedExchange, ExchangeList):
 
 
 class Submit(RootOwnedExchange, ExchangeSubmit):
-    pass
+    """nbgrader's submit, with the submission's folder closed to others (nbgrader makes it 0777 "so the instructor
+    can delete later": root can anyway, and another student who learnt its name could change it)."""
+
+    def copy_files(self) -> None:
+        super().copy_files()
+        os.chmod(os.path.join(self.inbound_path, self.assignment_filename), 0o755)
 
 
 class ReleaseAssignment(RootOwnedExchange, ExchangeReleaseAssignment):
