@@ -25,8 +25,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList
-from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeSubmit
+from nbgrader.exchange.default import (
+    ExchangeFetchAssignment,
+    ExchangeFetchFeedback,
+    ExchangeList,
+    ExchangeReleaseAssignment,
+    ExchangeSubmit,
+)
 from nbgrader.utils import check_directory
 
 ROOT_MODE = 0o755
