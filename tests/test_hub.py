@@ -68,6 +68,27 @@ def test_a_roster_reads_in_order_header_or_not(tmp_path: Path) -> None:
                                         roster.Person("eva", "Eva Lu Ator", "instructor")]
 
 
+def test_a_closed_python_is_refused_with_a_way_that_opens_nothing(tmp_path: Path, monkeypatch) -> None:
+    """A venv whose Python lies in a folder other users cannot pass (pyenv's in /root) is named, and the way out is
+    a venv from the system's Python, never `chmod o+x` (which would open /root to every student)."""
+    closed = tmp_path / "closed" / "bin"
+    closed.mkdir(parents=True)
+    (closed / "python3.11").touch()
+    os.chmod(closed.parent, 0o700)
+    monkeypatch.setattr("sys.executable", str(closed / "python3.11"))
+    blocked = server.unreachable()
+    assert closed.parent in blocked, blocked
+    says = server.blocked_message(blocked)
+    assert "VENV=.venv-hub PYTHON=/usr/bin/python3.11" in says and "chmod" not in says, says
+
+
+def test_make_takes_a_relative_roster_and_hub_dir_from_where_it_was_typed(tmp_path: Path) -> None:
+    """`make -C <clone> hub ROSTER=roster.csv HUB_DIR=hub`, typed in tmp_path: both are tmp_path's."""
+    shown = subprocess.run(["make", "-n", "-C", str(ROOT), "hub", "ROSTER=roster.csv", "HUB_DIR=hub"], cwd=tmp_path,
+                           env={**os.environ, "PWD": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert f"start --roster {tmp_path}/roster.csv --dir {tmp_path}/hub" in shown.stdout, shown.stdout + shown.stderr
+
+
 class Visitor:
     """One person's browser-less session on the hub: its cookies, and the hub's login form."""
 
@@ -337,6 +358,7 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
     alyssa.assignments("fetch_feedback", hub["course_id"])
     [page] = sorted((home(hub["a"]) / LAB / "feedback").glob(f"*/{submitted.stem}.html"))
     assert f"(Score: 0.0 / {full:.1f})" in page_text(page), page_text(page)[:300]
+    assert f"{LAB}: 0 / {full:g} (graded)" in page_text(page), "the grading report is not in A's feedback page"
     assert page.stat().st_uid == pwd.getpwnam(hub["a"]).pw_uid
 
 
@@ -384,5 +406,9 @@ def test_stop_removes_everything(hub: dict) -> None:
                if p.info["uids"] and {p.info["uids"].real, p.info["uids"].effective} & uids]
     assert not running, f"processes of the hub's users left: {running}"
     assert not limits.leftover_groups(hub["group_prefix"]), "cgroups left"
-    assert not hub["dir"].exists(), "the hub's folder (exchange, gradebook, state) is left"
+    kept = hub["dir"] / "grades"
+    assert [p.name for p in hub["dir"].iterdir()] == ["grades"], "the hub's folder (exchange, state, log) is left"
+    assert sorted(p.name for p in kept.iterdir()) == ["gradebook.db", "grades.csv", "lms-grades.csv"]
+    assert kept.stat().st_mode & 0o7777 == 0o700 and kept.stat().st_uid == 0
+    assert not server.RECORD.exists(), "the venv still names the purged hub's folder"
     assert {p.name: p.lstat().st_mode for p in ROOT.iterdir()} == hub["repo_modes_before"]

@@ -1,6 +1,7 @@
 """The class's hub on one server: start, stop, status, and the instructor's two steps (release a lab, grade it).
 
-Everything lives in one folder (`--dir`, the Makefile's HUB_DIR, /srv/ddp-course-hub by default):
+Everything lives in one folder (`--dir`, the Makefile's HUB_DIR; by default the last `start`'s, which the venv
+remembers until `stop --purge`, else /srv/ddp-course-hub):
 
     <dir>/logs/hub.log       JupyterHub's log, with its proxy's, its services' and every server's start and stop
     <dir>/private/           root only: the hub's state (state.json), database, cookie secret, tokens, pid files
@@ -21,6 +22,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -33,7 +35,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.pipeline import REPO_ROOT, nbgrader_config
+from autograder.pipeline import REPO_ROOT, course_dir, nbgrader_config
 from autograder.processes import kill_until_gone
 from classroom.collect import REFUSED
 from classroom.exchange import exchange_step
@@ -43,8 +45,11 @@ DEFAULT_DIR = Path("/srv/ddp-course-hub")
 HUB_DIR_MODE = 0o755
 VENV = Path(sys.prefix)
 PROXY = VENV / "hub-proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+NODE = PROXY.with_name("node")  # Node.js 20 from the npm registry (classroom/hub/proxy/package.json), not the system's
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
-OPEN_TO_STUDENTS = {".venv", "utils", "jupyter", "classroom", "course"}  # what a user's server runs on
+OPEN_TO_STUDENTS = {".venv", "utils", "jupyter", "classroom", "course"}  # what a user's server runs on, and VENV
+RECORD = VENV / "hub-dir"  # the --dir of this venv's last `start`: the other steps' default
+KEPT = ("gradebook.db", "grades.csv", "lms-grades.csv")  # what `stop --purge` keeps of the course root, in grades/
 START_S = 90.0  # the hub's start on a busy 2-core machine, proxy and services included (about 5-15 s)
 STOP_S = 30.0
 
@@ -64,6 +69,7 @@ class Layout:
         self.log = self.logs / "hub.log"
         self.exchange = root / "exchange"
         self.grader_home = root / "grader"
+        self.grades = root / "grades"  # what `stop --purge` keeps
 
     def load(self) -> dict:
         if not self.state_file.exists():
@@ -72,6 +78,11 @@ class Layout:
 
     def save(self, state: dict) -> None:
         self.state_file.write_text(json.dumps(state, indent=1))
+
+
+def remembered_dir() -> Path:
+    """The --dir of this venv's last `start` (until its `stop --purge`), else DEFAULT_DIR."""
+    return Path(RECORD.read_text().strip()) if RECORD.exists() else DEFAULT_DIR
 
 
 def missing_parts() -> list[str]:
@@ -83,8 +94,8 @@ def missing_parts() -> list[str]:
         lacks.append("root (the hub makes system users and starts each one's server as that user)")
     if not (VENV / "bin" / "jupyterhub").exists():
         lacks.append(f"JupyterHub in {VENV} (make hub-install: requirements-hub.txt)")
-    if not PROXY.exists():
-        lacks.append(f"configurable-http-proxy in {PROXY.parents[2]} (make hub-install: npm)")
+    if not (PROXY.exists() and NODE.exists()):
+        lacks.append(f"configurable-http-proxy and Node.js in {PROXY.parents[2]} (make hub-install: npm)")
     if not shutil.which("useradd"):
         lacks.append("useradd (the shadow utilities)")
     return lacks
@@ -98,6 +109,18 @@ def unreachable() -> dict[Path, int]:
     python = Path(os.path.realpath(sys.executable)).parent
     needed = {p: 0o001 for p in [python, *python.parents, *REPO_ROOT.parents]} | {REPO_ROOT: 0o005}
     return {p: bits & ~os.stat(p).st_mode for p, bits in sorted(needed.items()) if bits & ~os.stat(p).st_mode}
+
+
+def blocked_message(blocked: dict[Path, int]) -> str:
+    """Why the hub cannot start where the course's environment is closed to other users, and what to do. Never
+    opening the closed folders: o+x on /root (a pyenv Python's home) would let every student read by path whatever
+    is world-readable below it."""
+    python = os.path.realpath(sys.executable)
+    return (f"every user's server runs the course's environment ({VENV}, its Python {python}), but "
+            f"{', '.join(map(str, blocked))} lets no other user through (or list the repository). Put the clone "
+            f"where every user may enter (e.g. /srv/ddp-course) and give it a venv of its own built from the "
+            f"system's Python 3.11, not this one: `make hub VENV=.venv-hub PYTHON=/usr/bin/python3.11 ROSTER=...` "
+            f"(the venv's Python must be the system's: a venv made from {python} runs it)")
 
 
 def free_port() -> int:
@@ -126,23 +149,24 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
     if lacks := missing_parts():
         raise HubError("cannot start the hub here: it needs " + "; ".join(lacks))
     if blocked := unreachable():
-        raise HubError(f"every user's server runs the course's environment ({VENV}, its Python "
-                       f"{os.path.realpath(sys.executable)}), but {', '.join(map(str, blocked))} lets no other user "
-                       f"through (or list the repository): put the clone where they can (e.g. /srv/ddp-course) and "
-                       f"build its venv from a system Python (make clean, then make hub PYTHON=/usr/bin/python3.11 "
-                       f"...), or chmod o+x those folders (o+rx the repository)")
+        raise HubError(blocked_message(blocked))
     people = roster.read_roster(roster_file)
     layout = Layout(hub_dir.resolve())
     previous = layout.load() if layout.state_file.exists() else {}
     if previous and running(previous):
         raise HubError(f"a hub is running already with --dir {layout.root} (make hub-stop first)")
+    other = Layout(remembered_dir())
+    if other.root != layout.root and other.state_file.exists() and running(other.load()):
+        raise HubError(f"this clone's hub is running with --dir {other.root}: stop it first (make hub-stop "
+                       f"HUB_DIR={other.root}), or leave HUB_DIR out to use that one")
     if previous:  # a hub that died without `stop`: its repository modes first, and what it made stays recorded
         _open_repository(previous)
     for folder, mode in ((layout.root, HUB_DIR_MODE), (layout.private, 0o700), (layout.logs, 0o700)):
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, mode)
     course_id = nbgrader_config().CourseDirectory.course_id
-    state = {"name": name, "repo": str(REPO_ROOT), "venv": str(VENV), "proxy": str(PROXY), "ip": ip, "port": port,
+    state = {"name": name, "repo": str(REPO_ROOT), "venv": str(VENV), "proxy": [str(NODE), str(PROXY)], "ip": ip,
+             "port": port,
              "private": str(layout.private), "course_id": course_id, "exchange": str(layout.exchange),
              "course_root": str(layout.grader_home), "grader": f"{name}-grader",
              "instructors_group": f"{name}-instructors", "group_prefix": f"{name}-hub-",
@@ -152,6 +176,7 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
              "created_users": previous.get("created_users", []), "created_groups": previous.get("created_groups", []),
              "repo_modes": {}}
     layout.save(state)  # from here on, `stop --purge` undoes whatever was made, even after a failure below
+    RECORD.write_text(f"{layout.root}\n")
     passwords = _make_people(layout, state, people, home_base)
     _make_course_root(layout, state)
     exchange.make_exchange(layout.exchange, course_id)
@@ -225,7 +250,7 @@ def _close_repository(repo: Path, group: str) -> dict[str, list[int]]:
     gid = grp.getgrnam(group).gr_gid
     saved = {}
     for entry in sorted(repo.iterdir()):
-        if entry.name in OPEN_TO_STUDENTS or entry.is_symlink():
+        if entry.name in OPEN_TO_STUDENTS or entry.is_symlink() or entry in (VENV, *VENV.parents):
             continue
         info = entry.lstat()
         saved[entry.name] = [info.st_mode & 0o7777, info.st_gid]
@@ -268,9 +293,11 @@ def _launch(layout: Layout, state: dict) -> None:
 # ---- stop, status -----------------------------------------------------------------------------------------------
 
 
-def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, say: Callable[[str], None] = print) -> None:
+def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, keep_grades: bool = True,
+         say: Callable[[str], None] = print) -> None:
     """Stop the hub, every server and process of its users, remove its cgroups and give the repository its modes
-    back. With purge: also remove the users and groups it made (and their homes) and the hub's folder."""
+    back. With purge: also remove the users and groups it made (and their homes) and the hub's folder, all but the
+    gradebook and the grades' CSV files (KEPT), which stay in <dir>/grades/ unless not keep_grades."""
     layout = Layout(hub_dir.resolve())
     state = layout.load()
     if running(state):
@@ -292,12 +319,38 @@ def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, say: Callable[[str], 
     layout.save(state)
     say(f"the hub in {layout.root} is stopped")
     if purge:
+        kept = _keep_grades(layout) if keep_grades else []
         for username in users:
             roster.remove_user(username)
         for group in state["created_groups"]:
             roster.remove_group(group)
-        shutil.rmtree(layout.root)
-        say(f"removed {len(users)} users ({', '.join(users)}), their homes, and {layout.root}")
+        for entry in layout.root.iterdir():
+            if entry == layout.grades and keep_grades:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        if not any(layout.root.iterdir()):
+            layout.root.rmdir()
+        if RECORD.exists() and remembered_dir() == layout.root:
+            RECORD.unlink()
+        say(f"removed {len(users)} users ({', '.join(users) or '-'}) with their homes (the grader's: the course root, "
+            f"its submissions and feedback), {len(state['created_groups'])} groups, and the hub's exchange, log and "
+            f"state in {layout.root}")
+        if kept:
+            say(f"kept {', '.join(kept)} in {layout.grades} (root's; `stop --purge-grades`, make hub-stop "
+                f"HUB_ARGS=--purge-grades, removes them too)")
+
+
+def _keep_grades(layout: Layout) -> list[str]:
+    """Copy the course root's gradebook and grades (KEPT) into <dir>/grades/, root's alone; the names copied."""
+    found = [name for name in KEPT if (layout.grader_home / name).is_file()]
+    if found:
+        layout.grades.mkdir(mode=0o700, exist_ok=True)
+        for name in found:
+            shutil.copyfile(layout.grader_home / name, layout.grades / name, follow_symlinks=False)
+    return found
 
 
 def _end(pid: int) -> None:
@@ -346,6 +399,22 @@ def status(hub_dir: Path = DEFAULT_DIR) -> str:
     return "\n".join(lines)
 
 
+REPORT_MARK = "<!-- the grading report (make hub-grade) -->"
+
+
+def add_grading_reports(root: Path, lab: str) -> None:
+    """Put each student's grading report (autograder/reports.py's grading_report.html: the score, the notes, the
+    tampering found) at the top of each of their feedback pages of the lab: nbgrader's Fetch Feedback fetches one
+    page per notebook, and no page of another name. Done again, it replaces the report it added before."""
+    for report in sorted(course_dir(root, "feedback").glob(f"*/{lab}/grading_report.html")):
+        body = re.search(r"<body>(.*)</body>", report.read_text(), re.DOTALL)
+        section = f"{REPORT_MARK}<section>{body.group(1) if body else ''}</section>{REPORT_MARK}"
+        for page in sorted(set(report.parent.glob("*.html")) - {report}):
+            text = re.sub(f"{REPORT_MARK}.*?{REPORT_MARK}", "", page.read_text(), flags=re.DOTALL)
+            if tag := re.search(r"<body[^>]*>", text):
+                page.write_text(text[:tag.end()] + section + text[tag.end():])
+
+
 # ---- the instructor's steps -------------------------------------------------------------------------------------
 
 
@@ -376,6 +445,7 @@ def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = (
                 log.writelines(f"[hub-grade {time.strftime('%Y-%m-%d %H:%M:%S')}] {lab}: {line}\n" for line in refused)
         status = autograder_main(["autograde", "--root", str(root), *grade_args])
         if status == 0:
+            add_grading_reports(root, lab)
             say(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
     finally:
         _give_to_grader(layout, state)
