@@ -1,7 +1,6 @@
 # Every task of the course is a target here. `make help` lists them.
 PYTHON ?= python3.11
-# VENV: another venv, e.g. the hub's from the system's Python where this one's is closed to other users (README,
-# "A lab session on one server"): make hub VENV=.venv-hub PYTHON=/usr/bin/python3.11 ROSTER=...
+# VENV: the environment's folder; `make <target> VENV=other` builds (the first time) and uses another one.
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -146,6 +145,8 @@ instructor-lab: $(STAMP)  ## JupyterLab on the whole repository with formgrader,
 .PHONY: hub-install hub hub-stop hub-status hub-release hub-grade
 HUB_STAMP := $(VENV)/.installed-hub
 HUB_ARGS  ?=
+# Where the venv's Python is closed to other users (pyenv's, in /root), the hub gets a venv of its own from the
+# system's Python: make hub VENV=.venv-hub PYTHON=/usr/bin/python3.11 ROSTER=... (and VENV=.venv-hub on hub-*).
 # HUB_DIR: the hub's folder; left out, the last `make hub`'s (the venv remembers it until hub-stop's --purge), else
 # /srv/ddp-course-hub. ROSTER and HUB_DIR, when relative, are from where make was typed (make -C changes folder).
 from_pwd   = $(if $(filter /%,$(1)),$(1),$(or $(PWD),$(CURDIR))/$(1))

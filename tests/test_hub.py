@@ -35,7 +35,7 @@ import psutil
 import pytest
 
 from autograder.pipeline import read_score
-from classroom.hub import exchange, limits, roster, server
+from classroom.hub import exchange, feedback, limits, roster, server
 from tests import corpus
 from tests.common import ROOT, page_text
 
@@ -87,6 +87,17 @@ def test_make_takes_a_relative_roster_and_hub_dir_from_where_it_was_typed(tmp_pa
     shown = subprocess.run(["make", "-n", "-C", str(ROOT), "hub", "ROSTER=roster.csv", "HUB_DIR=hub"], cwd=tmp_path,
                            env={**os.environ, "PWD": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert f"start --roster {tmp_path}/roster.csv --dir {tmp_path}/hub" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_the_grading_report_tops_each_feedback_page_once(tmp_path: Path) -> None:
+    folder = tmp_path / "feedback" / "alyssa" / LAB
+    folder.mkdir(parents=True)
+    (folder / "grading_report.html").write_text("<html><body><h1>lab: 3 / 7 (graded)</h1></body></html>")
+    (folder / "notebook.html").write_text("<html><body class='x'><p>nbgrader's page</p></body></html>")
+    for _ in range(2):  # a second hub-grade replaces the report, it does not add one
+        feedback.add_grading_reports(tmp_path / "feedback", LAB)
+    page = (folder / "notebook.html").read_text()
+    assert page.count("lab: 3 / 7 (graded)") == 1 and page.index("lab: 3 / 7") < page.index("nbgrader's page"), page
 
 
 class Visitor:

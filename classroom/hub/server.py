@@ -22,7 +22,6 @@ import grp
 import json
 import os
 import pwd
-import re
 import secrets
 import shutil
 import signal
@@ -39,7 +38,7 @@ from autograder.pipeline import REPO_ROOT, course_dir, nbgrader_config
 from autograder.processes import kill_until_gone
 from classroom.collect import REFUSED
 from classroom.exchange import exchange_step
-from classroom.hub import exchange, limits, roster
+from classroom.hub import exchange, feedback, limits, roster
 
 DEFAULT_DIR = Path("/srv/ddp-course-hub")
 HUB_DIR_MODE = 0o755
@@ -399,22 +398,6 @@ def status(hub_dir: Path = DEFAULT_DIR) -> str:
     return "\n".join(lines)
 
 
-REPORT_MARK = "<!-- the grading report (make hub-grade) -->"
-
-
-def add_grading_reports(root: Path, lab: str) -> None:
-    """Put each student's grading report (autograder/reports.py's grading_report.html: the score, the notes, the
-    tampering found) at the top of each of their feedback pages of the lab: nbgrader's Fetch Feedback fetches one
-    page per notebook, and no page of another name. Done again, it replaces the report it added before."""
-    for report in sorted(course_dir(root, "feedback").glob(f"*/{lab}/grading_report.html")):
-        body = re.search(r"<body>(.*)</body>", report.read_text(), re.DOTALL)
-        section = f"{REPORT_MARK}<section>{body.group(1) if body else ''}</section>{REPORT_MARK}"
-        for page in sorted(set(report.parent.glob("*.html")) - {report}):
-            text = re.sub(f"{REPORT_MARK}.*?{REPORT_MARK}", "", page.read_text(), flags=re.DOTALL)
-            if tag := re.search(r"<body[^>]*>", text):
-                page.write_text(text[:tag.end()] + section + text[tag.end():])
-
-
 # ---- the instructor's steps -------------------------------------------------------------------------------------
 
 
@@ -445,7 +428,7 @@ def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = (
                 log.writelines(f"[hub-grade {time.strftime('%Y-%m-%d %H:%M:%S')}] {lab}: {line}\n" for line in refused)
         status = autograder_main(["autograde", "--root", str(root), *grade_args])
         if status == 0:
-            add_grading_reports(root, lab)
+            feedback.add_grading_reports(course_dir(root, "feedback"), lab)
             say(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
     finally:
         _give_to_grader(layout, state)
