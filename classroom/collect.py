@@ -33,6 +33,7 @@ from nbgrader.utils import ignore_patterns
 
 REFUSED = "refused submission"  # the start of each refusal's log line
 MAX_ENTRIES = 10_000  # files and folders in one submission: a notebook folder holds a handful
+MAX_DEPTH = 16  # folders within folders: the copy recurses, one open folder a level
 CHUNK = 1 << 20
 KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
          stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket"}
@@ -90,6 +91,8 @@ def refusal(folder: Path, username: str, check_owner: bool = True) -> str | None
         for count, (shown, info) in enumerate(entries(folder), 1):
             if count > MAX_ENTRIES:
                 return f"more than {MAX_ENTRIES} files and folders"
+            if shown.count(os.sep) > MAX_DEPTH:
+                return f"folders nested more than {MAX_DEPTH} deep ({shown})"
             check_entry(info, shown, username, uid)
     except SubmissionRefused as why:
         return str(why)
@@ -113,8 +116,10 @@ def copy_submission(src: Path, dest: Path, username: str, uid: int | None, max_b
 
 
 def _copy_folder(fd: int, shown: Path, dest: Path, username: str, uid: int | None, budget: int,
-                 ignore: Callable[[str, list[str]], list[str]]) -> int:
+                 ignore: Callable[[str, list[str]], list[str]], depth: int = 0) -> int:
     check_entry(os.fstat(fd), shown.name, username, uid)
+    if depth > MAX_DEPTH:
+        raise SubmissionRefused(f"folders nested more than {MAX_DEPTH} deep ({shown})")
     dest.mkdir(mode=0o755)
     names = sorted(os.listdir(fd))
     skipped = set(ignore(str(shown), names))
@@ -130,7 +135,8 @@ def _copy_folder(fd: int, shown: Path, dest: Path, username: str, uid: int | Non
         try:
             info = os.fstat(child)
             if stat.S_ISDIR(info.st_mode):
-                used += _copy_folder(child, shown / name, dest / name, username, uid, budget - used, ignore)
+                used += _copy_folder(child, shown / name, dest / name, username, uid, budget - used, ignore,
+                                     depth + 1)
             else:
                 check_entry(info, str(shown / name), username, uid)
                 used += _copy_file(child, dest / name, budget - used)

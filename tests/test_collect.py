@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from classroom.collect import REFUSED, CheckedCollect, SubmissionRefused, copy_submission, refusal
+from classroom.collect import MAX_DEPTH, REFUSED, CheckedCollect, SubmissionRefused, copy_submission, refusal
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="making files of another user's needs root")
 
@@ -69,6 +69,17 @@ def test_a_link_or_a_device_in_a_submission_is_refused(tmp_path: Path, make, say
     folder = submission(tmp_path / "inbound", "root", 2020, "root")
     make(folder)
     assert says in refusal(folder, "root")
+
+
+def test_a_submission_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    """The copy recurses a level per folder: a deep nest would end collect for everyone, so it is refused."""
+    folder = submission(tmp_path / "inbound", "root", 2020, "root")
+    (folder / Path(*["d"] * (MAX_DEPTH + 1))).mkdir(parents=True)
+    assert "nested more than" in refusal(folder, "root")
+    with pytest.raises(SubmissionRefused, match="nested more than"):
+        copy_submission(folder, tmp_path / "copy", "root", 0, 10_000, no_sharing)
+    (folder / Path(*["d"] * (MAX_DEPTH + 1))).rmdir()
+    assert refusal(folder, "root") is None
 
 
 def test_a_symlinked_submission_folder_is_refused(tmp_path: Path) -> None:
