@@ -5,9 +5,12 @@ student A logs in over HTTP with the hub's login form and their server starts wi
 instructor releases lab 00; A fetches it and submits it (through A's server's Assignments API, as the tab does); the
 instructor collects, grades in the sandbox and returns the feedback (`make hub-grade`), and A fetches it; B cannot
 read A's home, the exchange's submissions or the answers; no student reaches formgrader, the instructor does; in
-Chromium, a student logs in and sees lab 00 in JupyterLab. Then `make hub-stop HUB_ARGS=--purge` must leave
-nothing: users, homes, processes, cgroups, the exchange and the repository's modes as they were. The fixture's
-finalizer runs the same clean-up when a step fails.
+Chromium, a student logs in and sees lab 00 in JupyterLab. What a student could try on the exchange (issue #34) is
+tried from A's own shell (runuser): a submission in B's name, one with a link to the solution, one that is a link to
+`/`, and renaming, replacing or adding the exchange's folders; the instructor's result is checked (the three refused
+and reported, B's own submission, from B's shell, graded, the folders root's with their modes). Then `make hub-stop
+HUB_ARGS=--purge` must leave nothing but the grades it keeps: users, homes, processes, cgroups, the exchange and the
+repository's modes as they were. The fixture's finalizer runs the same clean-up when a step fails.
 
 A submits lab 00 as fetched (untouched): its score is known (zero, every test cell failing) and it grades quickest.
 Where the venv's Python lives below a folder that other users cannot pass (a pyenv Python in /root, 0700, as on CI's
