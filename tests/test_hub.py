@@ -364,6 +364,7 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
     assert read_score(Path(hub["course_root"]), hub["b"], LAB) == (0.0, full), "B's own submission was not graded"
     listed = {a["name"]: a for a in instructor.get("/services/formgrader/formgrader/api/assignments").json()}
     assert listed[LAB]["num_submissions"] == 2, "formgrader does not show the graded submissions"
+    assert listed[LAB]["status"] == "released", "formgrader cannot read the root-owned exchange"
     instructor.get("/services/formgrader/formgrader")  # the page sets formgrader's _xsrf cookie
     button = instructor.post(f"/services/formgrader/formgrader/api/submission/{LAB}/{hub['a']}/autograde").json()
     assert not button["success"] and "make hub-grade" in button["error"], f"formgrader's Autograde: {button}"
