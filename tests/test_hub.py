@@ -347,7 +347,7 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
                                                                    capsys) -> None:
     """hub-grade grades A's and B's own submissions, and refuses A's three others, saying so at its end and in the
     hub's log (both names for the forged one); A's feedback is that of A's own notebook, B's graded is B's."""
-    assert server.grade(LAB, hub["dir"], ("--workers", "1", "--fast")) == 0
+    assert server.grade(LAB, hub["dir"], ("--workers", "2", "--fast")) == 0
     out = capsys.readouterr().out
     assert re.search(r"^grading 2 submissions .*, sandboxed \(", out, re.MULTILINE), out
     summary = out[out.index(f"collect refused 3 submissions of {LAB}"):]
