@@ -164,10 +164,9 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, mode)
     course_id = nbgrader_config().CourseDirectory.course_id
-    state = {"name": name, "repo": str(REPO_ROOT), "venv": str(VENV), "proxy": [str(NODE), str(PROXY)], "ip": ip,
-             "port": port,
-             "private": str(layout.private), "course_id": course_id, "exchange": str(layout.exchange),
-             "course_root": str(layout.grader_home), "grader": f"{name}-grader",
+    state = {"name": name, "repo": str(REPO_ROOT), "venv": str(VENV), "proxy": [str(NODE), str(PROXY)],
+             "ip": ip, "port": port, "private": str(layout.private), "course_id": course_id,
+             "exchange": str(layout.exchange), "course_root": str(layout.grader_home), "grader": f"{name}-grader",
              "instructors_group": f"{name}-instructors", "group_prefix": f"{name}-hub-",
              "students": [p.username for p in people if p.role == "student"],
              "instructors": [p.username for p in people if p.role == "instructor"],
