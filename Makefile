@@ -1,6 +1,7 @@
 # Every task of the course is a target here. `make help` lists them.
 PYTHON ?= python3.11
-VENV   := .venv
+# VENV: the environment's folder; `make <target> VENV=other` builds (the first time) and uses another one.
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
@@ -139,11 +140,17 @@ instructor-lab: $(STAMP)  ## JupyterLab on the whole repository with formgrader,
 
 # ---- a lab session on one server: JupyterHub for the class of a roster (README: "A lab session on one server")
 # As root on a Linux server. The hub's parts go into the venv only when one of these targets runs: JupyterHub and the
-# idle culler (requirements-hub.txt) and configurable-http-proxy from npm (classroom/hub/proxy/, into .venv/hub-proxy/).
+# idle culler (requirements-hub.txt) and configurable-http-proxy with Node.js 20 from npm (classroom/hub/proxy/, into
+# .venv/hub-proxy/).
 .PHONY: hub-install hub hub-stop hub-status hub-release hub-grade
 HUB_STAMP := $(VENV)/.installed-hub
-HUB_DIR   ?= /srv/ddp-course-hub
 HUB_ARGS  ?=
+# Where the venv's Python is closed to other users (pyenv's, in /root), the hub gets a venv of its own from the
+# system's Python: make hub VENV=.venv-hub PYTHON=/usr/bin/python3.11 ROSTER=... (and VENV=.venv-hub on hub-*).
+# HUB_DIR: the hub's folder; left out, the last `make hub`'s (the venv remembers it until hub-stop's --purge), else
+# /srv/ddp-course-hub. ROSTER and HUB_DIR, when relative, are from where make was typed (make -C changes folder).
+from_pwd   = $(if $(filter /%,$(1)),$(1),$(or $(PWD),$(CURDIR))/$(1))
+HUB_WHERE  = $(if $(HUB_DIR),--dir $(call from_pwd,$(HUB_DIR)))
 
 $(HUB_STAMP): $(STAMP) requirements-hub.txt classroom/hub/proxy/package.json classroom/hub/proxy/package-lock.json
 	$(BIN)/python -m pip install --quiet -r requirements-hub.txt
@@ -154,17 +161,18 @@ $(HUB_STAMP): $(STAMP) requirements-hub.txt classroom/hub/proxy/package.json cla
 
 hub-install: $(HUB_STAMP)  ## the hub's parts into the venv: JupyterHub, its idle culler, configurable-http-proxy
 
-hub: $(HUB_STAMP)  ## as root: JupyterHub for a class: make hub ROSTER=roster.csv [HUB_ARGS="--port 8000"]
-	$(BIN)/python -m classroom.hub start --roster $(call need,ROSTER,ROSTER=roster.csv) --dir $(HUB_DIR) $(HUB_ARGS)
+hub: $(HUB_STAMP)  ## as root: JupyterHub for a class: make hub ROSTER=roster.csv [HUB_DIR=...] [HUB_ARGS="--port 8000"]
+	$(BIN)/python -m classroom.hub start --roster $(call from_pwd,$(call need,ROSTER,ROSTER=roster.csv)) $(HUB_WHERE) \
+	  $(HUB_ARGS)
 
-hub-stop: $(HUB_STAMP)  ## stop the hub and every server (HUB_ARGS=--purge also removes its users and folder)
-	$(BIN)/python -m classroom.hub stop --dir $(HUB_DIR) $(HUB_ARGS)
+hub-stop: $(HUB_STAMP)  ## stop the hub and every server; HUB_ARGS=--purge also removes what it made but the grades
+	$(BIN)/python -m classroom.hub stop $(HUB_WHERE) $(HUB_ARGS)
 
 hub-status: $(HUB_STAMP)  ## is the hub up, who has a server running, its log (HUB_DIR/logs/hub.log)
-	$(BIN)/python -m classroom.hub status --dir $(HUB_DIR)
+	$(BIN)/python -m classroom.hub status $(HUB_WHERE)
 
 hub-release: $(HUB_STAMP)  ## hand a lab out to the hub's students: make hub-release LAB=00_ranks_and_alpha_beta
-	$(BIN)/python -m classroom.hub release $(call need,LAB,LAB=00_ranks_and_alpha_beta) --dir $(HUB_DIR)
+	$(BIN)/python -m classroom.hub release $(call need,LAB,LAB=00_ranks_and_alpha_beta) $(HUB_WHERE)
 
-hub-grade: $(HUB_STAMP)  ## collect a lab, grade it in the sandbox, return the feedback: make hub-grade LAB=...
-	$(BIN)/python -m classroom.hub grade $(call need,LAB,LAB=00_ranks_and_alpha_beta) --dir $(HUB_DIR) $(GRADE_ARGS)
+hub-grade: $(HUB_STAMP)  ## collect, grade in the sandbox, return feedback: make hub-grade LAB=... [GRADE_ARGS=--workers 4]
+	$(BIN)/python -m classroom.hub grade $(call need,LAB,LAB=00_ranks_and_alpha_beta) $(HUB_WHERE) $(GRADE_ARGS)

@@ -20,21 +20,24 @@ from pathlib import Path
 from autograder.pipeline import REPO_ROOT, NbgraderRun, PipelineError, assignment_names, run_nbgrader
 
 # Our step -> (nbgrader command, its options). --force: a lab released again (a fix) replaces the one in the
-# exchange; --update: a student's newer submission replaces the one collected before.
+# exchange; --update: a student's newer submission replaces the one collected before; classroom/collect.py's collect
+# takes only what each student submitted as themselves, and no link.
 STEPS = {
     "release-lab": ("release_assignment", ("--force",)),
-    "collect": ("collect", ("--update",)),
+    "collect": ("collect", ("--update", "--ExchangeFactory.collect=classroom.collect.CheckedCollect")),
     "return-feedback": ("release_feedback", ()),
 }
 
 
-def exchange_step(step: str, assignment: str, root: Path = REPO_ROOT, exchange: Path | None = None) -> NbgraderRun:
-    """Run one instructor step of the exchange for an assignment; `exchange` overrides nbgrader's Exchange.root."""
+def exchange_step(step: str, assignment: str, root: Path = REPO_ROOT, exchange: Path | None = None,
+                  options: tuple[str, ...] = ()) -> NbgraderRun:
+    """Run one instructor step of the exchange for an assignment; `exchange` overrides nbgrader's Exchange.root,
+    `options` are nbgrader's options added to the step's."""
     if step not in STEPS:
         raise PipelineError(f"no exchange step {step!r} (steps: {', '.join(STEPS)})")
     known = assignment_names(root)
     if assignment not in known:
         raise PipelineError(f"no assignment {assignment!r} in solutions/ (assignments: {', '.join(known)})")
-    command, options = STEPS[step]
+    command, defaults = STEPS[step]
     where = [f"--Exchange.root={Path(exchange).resolve()}"] if exchange is not None else []
-    return run_nbgrader(command, assignment, *options, *where, root=root)
+    return run_nbgrader(command, assignment, *defaults, *options, *where, root=root)

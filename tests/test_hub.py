@@ -5,9 +5,12 @@ student A logs in over HTTP with the hub's login form and their server starts wi
 instructor releases lab 00; A fetches it and submits it (through A's server's Assignments API, as the tab does); the
 instructor collects, grades in the sandbox and returns the feedback (`make hub-grade`), and A fetches it; B cannot
 read A's home, the exchange's submissions or the answers; no student reaches formgrader, the instructor does; in
-Chromium, a student logs in and sees lab 00 in JupyterLab. Then `make hub-stop HUB_ARGS=--purge` must leave
-nothing: users, homes, processes, cgroups, the exchange and the repository's modes as they were. The fixture's
-finalizer runs the same clean-up when a step fails.
+Chromium, a student logs in and sees lab 00 in JupyterLab. What a student could try on the exchange (issue #34) is
+tried from A's own shell (runuser): a submission in B's name, one with a link to the solution, one that is a link to
+`/`, and renaming, replacing or adding the exchange's folders; the instructor's result is checked (the three refused
+and reported, B's own submission, from B's shell, graded, the folders root's with their modes). Then `make hub-stop
+HUB_ARGS=--purge` must leave nothing but the grades it keeps: users, homes, processes, cgroups, the exchange and the
+repository's modes as they were. The fixture's finalizer runs the same clean-up when a step fails.
 
 A submits lab 00 as fetched (untouched): its score is known (zero, every test cell failing) and it grades quickest.
 Where the venv's Python lives below a folder that other users cannot pass (a pyenv Python in /root, 0700, as on CI's
@@ -34,7 +37,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from classroom.hub import limits, roster, server
+from autograder.pipeline import read_score
+from classroom.hub import exchange, feedback, limits, roster, server
 from tests import corpus
 from tests.common import ROOT, page_text
 
@@ -65,6 +69,38 @@ def test_a_roster_reads_in_order_header_or_not(tmp_path: Path) -> None:
     path.write_text("ben,Ben Bitdiddle,student\n\neva, Eva Lu Ator ,instructor\n")
     assert roster.read_roster(path) == [roster.Person("ben", "Ben Bitdiddle", "student"),
                                         roster.Person("eva", "Eva Lu Ator", "instructor")]
+
+
+def test_a_closed_python_is_refused_with_a_way_that_opens_nothing(tmp_path: Path, monkeypatch) -> None:
+    """A venv whose Python lies in a folder other users cannot pass (pyenv's in /root) is named, and the way out is
+    a venv from the system's Python, never `chmod o+x` (which would open /root to every student)."""
+    closed = tmp_path / "closed" / "bin"
+    closed.mkdir(parents=True)
+    (closed / "python3.11").touch()
+    os.chmod(closed.parent, 0o700)
+    monkeypatch.setattr("sys.executable", str(closed / "python3.11"))
+    blocked = server.unreachable()
+    assert closed.parent in blocked, blocked
+    says = server.blocked_message(blocked)
+    assert "VENV=.venv-hub PYTHON=/usr/bin/python3.11" in says and "chmod" not in says, says
+
+
+def test_make_takes_a_relative_roster_and_hub_dir_from_where_it_was_typed(tmp_path: Path) -> None:
+    """`make -C <clone> hub ROSTER=roster.csv HUB_DIR=hub`, typed in tmp_path: both are tmp_path's."""
+    shown = subprocess.run(["make", "-n", "-C", str(ROOT), "hub", "ROSTER=roster.csv", "HUB_DIR=hub"], cwd=tmp_path,
+                           env={**os.environ, "PWD": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert f"start --roster {tmp_path}/roster.csv --dir {tmp_path}/hub" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_the_grading_report_tops_each_feedback_page_once(tmp_path: Path) -> None:
+    folder = tmp_path / "feedback" / "alyssa" / LAB
+    folder.mkdir(parents=True)
+    (folder / "grading_report.html").write_text("<html><body><h1>lab: 3 / 7 (graded)</h1></body></html>")
+    (folder / "notebook.html").write_text("<html><body class='x'><p>nbgrader's page</p></body></html>")
+    for _ in range(2):  # a second hub-grade replaces the report, it does not add one
+        feedback.add_grading_reports(tmp_path / "feedback", LAB)
+    page = (folder / "notebook.html").read_text()
+    assert page.count("lab: 3 / 7 (graded)") == 1 and page.index("lab: 3 / 7") < page.index("nbgrader's page"), page
 
 
 class Visitor:
@@ -209,6 +245,30 @@ def submitted(hub: dict, alyssa: Visitor) -> Path:
     return notebook
 
 
+FORGED_STAMP, LINKED_STAMP, ROOT_LINK_STAMP = (f"{y}-01-01 00:00:00.000000 UTC" for y in (2099, 2098, 2097))
+
+
+@pytest.fixture(scope="module")
+def attacks(hub: dict, submitted: Path) -> dict:
+    """What A tried in the issue (#34), from A's own shell: a submission in B's name dated 2099 (its notebook A's
+    own), one of A's own whose notebook is a link to the solution, and one that is a link to `/`; then B fetches
+    and submits lab 00 from B's shell (nbgrader's commands, what the Assignments tab runs). Each entry's name."""
+    inbound = Path(hub["exchange"], hub["course_id"], "inbound")
+    forged = inbound / f"{hub['b']}+{LAB}+{FORGED_STAMP}+forged"
+    linked = inbound / f"{hub['a']}+{LAB}+{LINKED_STAMP}+linked"
+    root_link = inbound / f"{hub['a']}+{LAB}+{ROOT_LINK_STAMP}+root"
+    script = (f'cp -r "$1" "$2" && echo "{FORGED_STAMP}" > "$2/timestamp.txt" && mkdir "$3" && '
+              f'ln -s "$4" "$3/{submitted.name}" && echo "{LINKED_STAMP}" > "$3/timestamp.txt" && ln -s / "$5"')
+    done = as_user(hub["a"], "sh", "-c", script, "sh", str(submitted.parent), str(forged), str(linked),
+                   str(corpus.solution_notebook(LAB)), str(root_link), hub=hub)
+    assert done.returncode == 0, f"A could not write into inbound/: {done.stderr}"
+    for step in ("fetch_assignment", "submit"):
+        done = as_user(hub["b"], "nbgrader", step, LAB, hub=hub)
+        assert done.returncode == 0, f"B's nbgrader {step}: {done.stdout}{done.stderr}"
+    [genuine] = [p for p in inbound.iterdir() if p.name.startswith(f"{hub['b']}+") and p != forged]
+    return {"forged": forged, "linked": linked, "root_link": root_link, "b_genuine": genuine}
+
+
 def test_a_logs_in_and_their_server_runs_the_course(hub: dict, alyssa: Visitor) -> None:
     """A's server runs as A, in A's home, bounded by its cgroup, with the course's kernel and the Assignments tab."""
     kernels = alyssa.get(f"/user/{hub['a']}/api/kernelspecs").json()["kernelspecs"]
@@ -253,6 +313,27 @@ def test_b_cannot_read_a_or_the_answers(hub: dict, submitted: Path) -> None:
         assert result.returncode != 0 and "Permission denied" in result.stderr, f"B ran {argv}: {result.stdout[:200]}"
 
 
+def test_the_exchange_is_roots_and_no_student_can_take_it_over(hub: dict, attacks: dict) -> None:
+    """The exchange's folders are root's with classroom/hub/exchange.py's modes, and A, from A's shell, can rename,
+    replace or add none of them, nor rename or change B's submission (the sticky bit of inbound/, its mode)."""
+    root = Path(hub["exchange"])
+    course = root / hub["course_id"]
+    folders = {root: exchange.ROOT_MODE, **{course / sub: mode for sub, mode in exchange.MODES.items()}}
+    found = {str(f): (f.lstat().st_uid, oct(f.lstat().st_mode & 0o7777)) for f in folders}
+    assert found == {str(f): (0, oct(mode)) for f, mode in folders.items()}, found
+    tries = [["mv", str(course), f"{root}/taken"], ["mkdir", f"{root}/other-course"],
+             ["mv", str(course / "inbound"), f"{course}/taken"], ["mkdir", f"{course}/taken"],
+             ["rm", "-rf", str(course / "outbound" / LAB)], ["mkdir", f"{course}/outbound/{LAB}-2"],
+             ["touch", f"{course}/feedback/page.html"], ["chmod", "777", str(root)],
+             ["mv", str(attacks["b_genuine"]), f"{course}/inbound/taken"], ["touch", f"{attacks['b_genuine']}/x"]]
+    for argv in tries:
+        result = as_user(hub["a"], *argv, hub=hub)
+        assert result.returncode != 0, f"A ran {argv}"
+        assert re.search("Permission denied|Operation not permitted", result.stderr), (argv, result.stderr)
+    assert {str(f): (f.lstat().st_uid, oct(f.lstat().st_mode & 0o7777)) for f in folders} == found
+    assert attacks["b_genuine"].is_dir() and (course / "outbound" / LAB).is_dir()
+
+
 def test_only_instructors_reach_formgrader(hub: dict, alyssa: Visitor, instructor: Visitor) -> None:
     refused = alyssa.get("/services/formgrader/formgrader")
     assert refused.status_code == 403, f"a student reached formgrader: {refused.status_code} {refused.url}"
@@ -261,13 +342,29 @@ def test_only_instructors_reach_formgrader(hub: dict, alyssa: Visitor, instructo
     assert LAB in {a["name"] for a in listed.json()}
 
 
-def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path, alyssa: Visitor,
-                                                                   instructor: Visitor, capsys) -> None:
-    assert server.grade(LAB, hub["dir"], ("--workers", "1", "--fast")) == 0
+def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, submitted: Path, attacks: dict,
+                                                                   alyssa: Visitor, instructor: Visitor,
+                                                                   capsys) -> None:
+    """hub-grade grades A's and B's own submissions, and refuses A's three others, saying so at its end and in the
+    hub's log (both names for the forged one); A's feedback is that of A's own notebook, B's graded is B's."""
+    assert server.grade(LAB, hub["dir"], ("--workers", "2", "--fast")) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^grading 1 submissions .*, sandboxed \(", out, re.MULTILINE), out
+    assert re.search(r"^grading 2 submissions .*, sandboxed \(", out, re.MULTILINE), out
+    summary = out[out.index(f"collect refused 3 submissions of {LAB}"):]
+    log = Path(hub["dir"], "logs", "hub.log").read_text()
+    for said in (f"{attacks['forged'].name}: submitted in the name of {hub['b']} by {hub['a']}",
+                 f"{attacks['linked'].name}: {attacks['linked'].name}/{submitted.name} is a symbolic link",
+                 f"{attacks['root_link'].name}: {attacks['root_link'].name} is a symbolic link"):
+        assert said in summary and said in log, f"{said!r} not reported:\n{summary}"
+    collected = Path(hub["course_root"]) / "submitted"
+    assert (collected / hub["b"] / LAB / "timestamp.txt").read_text().strip() != FORGED_STAMP
+    copy = collected / hub["a"] / LAB / submitted.name
+    assert not copy.is_symlink() and copy.read_bytes() == submitted.read_bytes()
+    full = sum(corpus.test_cells(LAB).values())
+    assert read_score(Path(hub["course_root"]), hub["b"], LAB) == (0.0, full), "B's own submission was not graded"
     listed = {a["name"]: a for a in instructor.get("/services/formgrader/formgrader/api/assignments").json()}
-    assert listed[LAB]["num_submissions"] == 1, "formgrader does not show the graded submission"
+    assert listed[LAB]["num_submissions"] == 2, "formgrader does not show the graded submissions"
+    assert listed[LAB]["status"] == "released", "formgrader cannot read the root-owned exchange"
     instructor.get("/services/formgrader/formgrader")  # the page sets formgrader's _xsrf cookie
     button = instructor.post(f"/services/formgrader/formgrader/api/submission/{LAB}/{hub['a']}/autograde").json()
     assert not button["success"] and "make hub-grade" in button["error"], f"formgrader's Autograde: {button}"
@@ -275,8 +372,8 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
         "formgrader's refused Autograde removed the graded copy"
     alyssa.assignments("fetch_feedback", hub["course_id"])
     [page] = sorted((home(hub["a"]) / LAB / "feedback").glob(f"*/{submitted.stem}.html"))
-    full = sum(corpus.test_cells(LAB).values())
     assert f"(Score: 0.0 / {full:.1f})" in page_text(page), page_text(page)[:300]
+    assert f"{LAB}: 0 / {full:g} (graded)" in page_text(page), "the grading report is not in A's feedback page"
     assert page.stat().st_uid == pwd.getpwnam(hub["a"]).pw_uid
 
 
@@ -324,5 +421,9 @@ def test_stop_removes_everything(hub: dict) -> None:
                if p.info["uids"] and {p.info["uids"].real, p.info["uids"].effective} & uids]
     assert not running, f"processes of the hub's users left: {running}"
     assert not limits.leftover_groups(hub["group_prefix"]), "cgroups left"
-    assert not hub["dir"].exists(), "the hub's folder (exchange, gradebook, state) is left"
+    kept = hub["dir"] / "grades"
+    assert [p.name for p in hub["dir"].iterdir()] == ["grades"], "the hub's folder (exchange, state, log) is left"
+    assert sorted(p.name for p in kept.iterdir()) == ["gradebook.db", "grades.csv", "lms-grades.csv"]
+    assert kept.stat().st_mode & 0o7777 == 0o700 and kept.stat().st_uid == 0
+    assert not server.RECORD.exists(), "the venv still names the purged hub's folder"
     assert {p.name: p.lstat().st_mode for p in ROOT.iterdir()} == hub["repo_modes_before"]

@@ -4,7 +4,9 @@
     python -m classroom.hub status                                                               # make hub-status
     python -m classroom.hub release 00_ranks_and_alpha_beta                                      # make hub-release
     python -m classroom.hub grade 00_ranks_and_alpha_beta [--workers K ...]                       # make hub-grade
-    python -m classroom.hub stop [--purge]                                                       # make hub-stop
+    python -m classroom.hub stop [--purge | --purge-grades]                                      # make hub-stop
+
+--dir defaults to the last `start`'s (remembered in the venv until `stop --purge`), else /srv/ddp-course-hub.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                        ("release", "hand a lab out through the hub's exchange"),
                        ("grade", "collect a lab, grade it in the sandbox, return the feedback")):
         sub = steps.add_parser(name, help=what)
-        sub.add_argument("--dir", type=Path, default=server.DEFAULT_DIR, help="the hub's folder (%(default)s)")
+        sub.add_argument("--dir", type=Path, default=None,
+                         help=f"the hub's folder (default: the last start's, else {server.DEFAULT_DIR})")
         if name == "start":
             sub.add_argument("--roster", type=Path, required=True, help="CSV: username,full name,role")
             sub.add_argument("--port", type=int, default=8000)
@@ -40,29 +43,33 @@ def main(argv: list[str] | None = None) -> int:
                              help="stop servers idle this long (%(default)s s)")
         if name == "stop":
             sub.add_argument("--purge", action="store_true",
-                             help="also remove the users, groups and homes it made, and the hub's folder")
+                             help="also remove the users, groups and homes it made (the grader's: submissions, "
+                                  "feedback) and the hub's folder (exchange, log, state), all but the gradebook and "
+                                  "grades' CSV files, kept in <dir>/grades/")
+            sub.add_argument("--purge-grades", action="store_true", help="--purge, and the gradebook and grades too")
         if name in ("release", "grade"):
             sub.add_argument("lab", help="e.g. 00_ranks_and_alpha_beta")
     args, extra = parser.parse_known_args(argv)  # grade: the rest are `python -m autograder autograde`'s options
     if extra and args.step != "grade":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    hub_dir = args.dir or server.remembered_dir()
     try:
         if args.step == "start":
-            server.start(args.roster, args.dir, args.port, args.ip, args.home_base, memory_gb=args.memory,
+            server.start(args.roster, hub_dir, args.port, args.ip, args.home_base, memory_gb=args.memory,
                          cpus=args.cpus, cull_s=args.cull)
         elif args.step == "stop":
-            server.stop(args.dir, purge=args.purge)
+            server.stop(hub_dir, purge=args.purge or args.purge_grades, keep_grades=not args.purge_grades)
         elif args.step == "status":
-            print(server.status(args.dir))
+            print(server.status(hub_dir))
         elif args.step == "release":
-            print(server.release(args.lab, args.dir).strip())
+            print(server.release(args.lab, hub_dir).strip())
         else:
-            return server.grade(args.lab, args.dir, tuple(extra))
+            return server.grade(args.lab, hub_dir, tuple(extra))
     except (server.HubError, RosterError, PipelineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        layout = server.Layout(args.dir.resolve())
+        layout = server.Layout(hub_dir.resolve())
         if args.step == "start" and layout.state_file.exists() and not server.running(layout.load()):
-            print(f"what it made is on record: `python -m classroom.hub stop --dir {args.dir} --purge` "
+            print(f"what it made is on record: `python -m classroom.hub stop --dir {hub_dir} --purge` "
                   "(make hub-stop HUB_ARGS=--purge) removes it", file=sys.stderr)
         return 1
     return 0

@@ -1,12 +1,13 @@
 """The class's hub on one server: start, stop, status, and the instructor's two steps (release a lab, grade it).
 
-Everything lives in one folder (`--dir`, the Makefile's HUB_DIR, /srv/ddp-course-hub by default):
+Everything lives in one folder (`--dir`, the Makefile's HUB_DIR; by default the last `start`'s, which the venv
+remembers until `stop --purge`, else /srv/ddp-course-hub):
 
     <dir>/logs/hub.log       JupyterHub's log, with its proxy's, its services' and every server's start and stop
     <dir>/private/           root only: the hub's state (state.json), database, cookie secret, tokens, pid files
-    <dir>/exchange/          nbgrader's exchange, with the permissions nbgrader sets (root 0777; the course's
-                             outbound 0755, inbound 2733: students drop submissions but cannot list them; feedback
-                             0711: a student reaches only the file named by the hash of their own submission)
+    <dir>/exchange/          nbgrader's exchange, root's folders (classroom/hub/exchange.py: students read the
+                             released labs, drop submissions they cannot list, and reach only their own feedback;
+                             none can rename, replace or add a folder)
     <dir>/grader/            the grader account's home and the class's course root: gradebook.db, submitted/,
                              autograded/, feedback/, and links to the repository's solutions/ and course/
 
@@ -33,17 +34,21 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.pipeline import REPO_ROOT, nbgrader_config
+from autograder.pipeline import REPO_ROOT, course_dir, nbgrader_config
 from autograder.processes import kill_until_gone
+from classroom.collect import REFUSED
 from classroom.exchange import exchange_step
-from classroom.hub import limits, roster
+from classroom.hub import exchange, feedback, limits, roster
 
 DEFAULT_DIR = Path("/srv/ddp-course-hub")
 HUB_DIR_MODE = 0o755
 VENV = Path(sys.prefix)
 PROXY = VENV / "hub-proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+NODE = PROXY.with_name("node")  # Node.js 20 from the npm registry (classroom/hub/proxy/package.json), not the system's
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
-OPEN_TO_STUDENTS = {".venv", "utils", "jupyter", "classroom", "course"}  # what a user's server runs on
+OPEN_TO_STUDENTS = {".venv", "utils", "jupyter", "classroom", "course"}  # what a user's server runs on, and VENV
+RECORD = VENV / "hub-dir"  # the --dir of this venv's last `start`: the other steps' default
+KEPT = ("gradebook.db", "grades.csv", "lms-grades.csv")  # what `stop --purge` keeps of the course root, in grades/
 START_S = 90.0  # the hub's start on a busy 2-core machine, proxy and services included (about 5-15 s)
 STOP_S = 30.0
 
@@ -63,6 +68,7 @@ class Layout:
         self.log = self.logs / "hub.log"
         self.exchange = root / "exchange"
         self.grader_home = root / "grader"
+        self.grades = root / "grades"  # what `stop --purge` keeps
 
     def load(self) -> dict:
         if not self.state_file.exists():
@@ -71,6 +77,11 @@ class Layout:
 
     def save(self, state: dict) -> None:
         self.state_file.write_text(json.dumps(state, indent=1))
+
+
+def remembered_dir() -> Path:
+    """The --dir of this venv's last `start` (until its `stop --purge`), else DEFAULT_DIR."""
+    return Path(RECORD.read_text().strip()) if RECORD.exists() else DEFAULT_DIR
 
 
 def missing_parts() -> list[str]:
@@ -82,8 +93,8 @@ def missing_parts() -> list[str]:
         lacks.append("root (the hub makes system users and starts each one's server as that user)")
     if not (VENV / "bin" / "jupyterhub").exists():
         lacks.append(f"JupyterHub in {VENV} (make hub-install: requirements-hub.txt)")
-    if not PROXY.exists():
-        lacks.append(f"configurable-http-proxy in {PROXY.parents[2]} (make hub-install: npm)")
+    if not (PROXY.exists() and NODE.exists()):
+        lacks.append(f"configurable-http-proxy and Node.js in {PROXY.parents[2]} (make hub-install: npm)")
     if not shutil.which("useradd"):
         lacks.append("useradd (the shadow utilities)")
     return lacks
@@ -97,6 +108,18 @@ def unreachable() -> dict[Path, int]:
     python = Path(os.path.realpath(sys.executable)).parent
     needed = {p: 0o001 for p in [python, *python.parents, *REPO_ROOT.parents]} | {REPO_ROOT: 0o005}
     return {p: bits & ~os.stat(p).st_mode for p, bits in sorted(needed.items()) if bits & ~os.stat(p).st_mode}
+
+
+def blocked_message(blocked: dict[Path, int]) -> str:
+    """Why the hub cannot start where the course's environment is closed to other users, and what to do. Never
+    opening the closed folders: o+x on /root (a pyenv Python's home) would let every student read by path whatever
+    is world-readable below it."""
+    python = os.path.realpath(sys.executable)
+    return (f"every user's server runs the course's environment ({VENV}, its Python {python}), but "
+            f"{', '.join(map(str, blocked))} lets no other user through (or list the repository). Put the clone "
+            f"where every user may enter (e.g. /srv/ddp-course) and give it a venv of its own built from the "
+            f"system's Python 3.11, not this one: `make hub VENV=.venv-hub PYTHON=/usr/bin/python3.11 ROSTER=...` "
+            f"(the venv's Python must be the system's: a venv made from {python} runs it)")
 
 
 def free_port() -> int:
@@ -125,25 +148,25 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
     if lacks := missing_parts():
         raise HubError("cannot start the hub here: it needs " + "; ".join(lacks))
     if blocked := unreachable():
-        raise HubError(f"every user's server runs the course's environment ({VENV}, its Python "
-                       f"{os.path.realpath(sys.executable)}), but {', '.join(map(str, blocked))} lets no other user "
-                       f"through (or list the repository): put the clone where they can (e.g. /srv/ddp-course) and "
-                       f"build its venv from a system Python (make clean, then make hub PYTHON=/usr/bin/python3.11 "
-                       f"...), or chmod o+x those folders (o+rx the repository)")
+        raise HubError(blocked_message(blocked))
     people = roster.read_roster(roster_file)
     layout = Layout(hub_dir.resolve())
     previous = layout.load() if layout.state_file.exists() else {}
     if previous and running(previous):
         raise HubError(f"a hub is running already with --dir {layout.root} (make hub-stop first)")
+    other = Layout(remembered_dir())
+    if other.root != layout.root and other.state_file.exists() and running(other.load()):
+        raise HubError(f"this clone's hub is running with --dir {other.root}: stop it first (make hub-stop "
+                       f"HUB_DIR={other.root}), or leave HUB_DIR out to use that one")
     if previous:  # a hub that died without `stop`: its repository modes first, and what it made stays recorded
         _open_repository(previous)
     for folder, mode in ((layout.root, HUB_DIR_MODE), (layout.private, 0o700), (layout.logs, 0o700)):
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, mode)
     course_id = nbgrader_config().CourseDirectory.course_id
-    state = {"name": name, "repo": str(REPO_ROOT), "venv": str(VENV), "proxy": str(PROXY), "ip": ip, "port": port,
-             "private": str(layout.private), "course_id": course_id, "exchange": str(layout.exchange),
-             "course_root": str(layout.grader_home), "grader": f"{name}-grader",
+    state = {"name": name, "repo": str(REPO_ROOT), "venv": str(VENV), "proxy": [str(NODE), str(PROXY)],
+             "ip": ip, "port": port, "private": str(layout.private), "course_id": course_id,
+             "exchange": str(layout.exchange), "course_root": str(layout.grader_home), "grader": f"{name}-grader",
              "instructors_group": f"{name}-instructors", "group_prefix": f"{name}-hub-",
              "students": [p.username for p in people if p.role == "student"],
              "instructors": [p.username for p in people if p.role == "instructor"],
@@ -151,9 +174,10 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
              "created_users": previous.get("created_users", []), "created_groups": previous.get("created_groups", []),
              "repo_modes": {}}
     layout.save(state)  # from here on, `stop --purge` undoes whatever was made, even after a failure below
+    RECORD.write_text(f"{layout.root}\n")
     passwords = _make_people(layout, state, people, home_base)
     _make_course_root(layout, state)
-    _make_exchange(layout, course_id)
+    exchange.make_exchange(layout.exchange, course_id)
     state["repo_modes"] = _close_repository(REPO_ROOT, state["instructors_group"])
     for key in ("hub_port", "proxy_api_port", "formgrader_port"):
         state[key] = free_port()
@@ -219,23 +243,12 @@ def _give_to_grader(layout: Layout, state: dict) -> None:
             os.lchown(path, user.pw_uid, user.pw_gid)
 
 
-def _make_exchange(layout: Layout, course_id: str) -> None:
-    """The exchange with the course's folders made by root now (nbgrader's modes), so that no student can take the
-    course's name in it first."""
-    layout.exchange.mkdir(exist_ok=True)
-    os.chmod(layout.exchange, 0o777)  # nbgrader's release_assignment sets it so (ensure_root)
-    for sub, mode in (("", 0o755), ("outbound", 0o755), ("inbound", 0o2733), ("feedback", 0o711)):
-        folder = layout.exchange / course_id / sub
-        folder.mkdir(exist_ok=True)
-        os.chmod(folder, mode)
-
-
 def _close_repository(repo: Path, group: str) -> dict[str, list[int]]:
     """Close what holds answers to all but the instructors' group; return each changed entry's (mode, gid)."""
     gid = grp.getgrnam(group).gr_gid
     saved = {}
     for entry in sorted(repo.iterdir()):
-        if entry.name in OPEN_TO_STUDENTS or entry.is_symlink():
+        if entry.name in OPEN_TO_STUDENTS or entry.is_symlink() or entry in (VENV, *VENV.parents):
             continue
         info = entry.lstat()
         saved[entry.name] = [info.st_mode & 0o7777, info.st_gid]
@@ -278,9 +291,11 @@ def _launch(layout: Layout, state: dict) -> None:
 # ---- stop, status -----------------------------------------------------------------------------------------------
 
 
-def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, say: Callable[[str], None] = print) -> None:
+def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, keep_grades: bool = True,
+         say: Callable[[str], None] = print) -> None:
     """Stop the hub, every server and process of its users, remove its cgroups and give the repository its modes
-    back. With purge: also remove the users and groups it made (and their homes) and the hub's folder."""
+    back. With purge: also remove the users and groups it made (and their homes) and the hub's folder, all but the
+    gradebook and the grades' CSV files (KEPT), which stay in <dir>/grades/ unless not keep_grades."""
     layout = Layout(hub_dir.resolve())
     state = layout.load()
     if running(state):
@@ -302,12 +317,38 @@ def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, say: Callable[[str], 
     layout.save(state)
     say(f"the hub in {layout.root} is stopped")
     if purge:
+        kept = _keep_grades(layout) if keep_grades else []
         for username in users:
             roster.remove_user(username)
         for group in state["created_groups"]:
             roster.remove_group(group)
-        shutil.rmtree(layout.root)
-        say(f"removed {len(users)} users ({', '.join(users)}), their homes, and {layout.root}")
+        for entry in layout.root.iterdir():
+            if entry == layout.grades and keep_grades:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        if not any(layout.root.iterdir()):
+            layout.root.rmdir()
+        if RECORD.exists() and remembered_dir() == layout.root:
+            RECORD.unlink()
+        say(f"removed {len(users)} users ({', '.join(users) or '-'}) with their homes (the grader's: the course root, "
+            f"its submissions and feedback), {len(state['created_groups'])} groups, and the hub's exchange, log and "
+            f"state in {layout.root}")
+        if kept:
+            say(f"kept {', '.join(kept)} in {layout.grades} (root's; `stop --purge-grades`, make hub-stop "
+                f"HUB_ARGS=--purge-grades, removes them too)")
+
+
+def _keep_grades(layout: Layout) -> list[str]:
+    """Copy the course root's gradebook and grades (KEPT) into <dir>/grades/, root's alone; the names copied."""
+    found = [name for name in KEPT if (layout.grader_home / name).is_file()]
+    if found:
+        layout.grades.mkdir(mode=0o700, exist_ok=True)
+        for name in found:
+            shutil.copyfile(layout.grader_home / name, layout.grades / name, follow_symlinks=False)
+    return found
 
 
 def _end(pid: int) -> None:
@@ -363,23 +404,34 @@ def release(lab: str, hub_dir: Path = DEFAULT_DIR) -> str:
     """Hand a lab out through the hub's exchange (students: Assignments tab, Fetch); nbgrader's log."""
     layout = Layout(hub_dir.resolve())
     state = layout.load()
-    run = exchange_step("release-lab", lab, Path(state["course_root"]), layout.exchange)
+    run = exchange_step("release-lab", lab, Path(state["course_root"]), layout.exchange, exchange.RELEASE_OPTIONS)
     return run.log
 
 
-def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = ()) -> int:
+def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = (),
+          say: Callable[[str], None] = print) -> int:
     """Collect a lab's submissions, grade them in the sandbox (`make autograde`'s grader, on the class's course
-    root), and return the feedback through the exchange; formgrader shows the gradebook. The grading's exit status."""
+    root), and return the feedback through the exchange; formgrader shows the gradebook. The submissions that
+    collect refused (classroom/collect.py) are listed last and in the hub's log. The grading's exit status."""
     from autograder.__main__ import main as autograder_main  # the command line `make autograde` runs
 
     layout = Layout(hub_dir.resolve())
     state = layout.load()
     root = Path(state["course_root"])
     try:
-        print(exchange_step("collect", lab, root, layout.exchange).log.strip())
+        collected = exchange_step("collect", lab, root, layout.exchange).log.strip()
+        say(collected)
+        refused = [line[line.index(REFUSED):] for line in collected.splitlines() if REFUSED in line]
+        if refused:
+            with open(layout.log, "a") as log:
+                log.writelines(f"[hub-grade {time.strftime('%Y-%m-%d %H:%M:%S')}] {lab}: {line}\n" for line in refused)
         status = autograder_main(["autograde", "--root", str(root), *grade_args])
         if status == 0:
-            print(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
+            feedback.add_grading_reports(course_dir(root, "feedback"), lab)
+            say(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
     finally:
         _give_to_grader(layout, state)
+    if refused:
+        say(f"collect refused {len(refused)} submissions of {lab} (neither collected nor graded; also in "
+            f"{layout.log}):\n" + "\n".join(f"  {line}" for line in refused))
     return status

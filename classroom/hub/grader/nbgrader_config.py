@@ -31,3 +31,6 @@ from classroom.hub.refuse import RefuseUnsandboxed, refuse_autograde  # noqa: E4
 
 NbGraderAPI.autograde = refuse_autograde  # formgrader's button (classroom/hub/refuse.py says why this way)
 c.Autograde.sanitize_preprocessors = [RefuseUnsandboxed, *Autograde.class_traits()["sanitize_preprocessors"].default()]
+
+# formgrader lists the released labs through the exchange, root's and closed to writing (classroom/hub/exchange.py).
+c.ExchangeFactory.list = "classroom.hub.exchange.List"
