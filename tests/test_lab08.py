@@ -4,8 +4,10 @@ The notebook's structure, grading and mutants (tests/corpus/lab08.py) are checke
 Here: CallRecorder writes down dist.all_gather_single and dist.reduce_scatter_single (what torch's fully_shard calls),
 once each, and their deprecated names once too (they call the new ones inside torch, out of the recorder's sight);
 ring_bytes counts them as a ring's; fully_shard's calls of one step are seen: two all-gathers and a
-reduce-scatter per unit; and utils.slow_link.SlowLink, the overlap test's link, returns async calls at once, delays
-what it should and serves the calls in order. Seconds.
+reduce-scatter per unit, each parameter padded on dim 0 (the notebook's section 3.2 counts it against the flat
+layout); utils.slow_link.SlowLink, the overlap test's link, returns async calls at once, delays what it should and
+serves the calls in order; and utils.memory.NewMemory, the backward memory test's meter, counts what a block
+allocates and still holds, transients at their peak, and nothing that existed before. Seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch import nn
 
 from utils.collective_calls import Call, CallRecorder, ring_bytes
 from utils.launch import launch
+from utils.memory import NewMemory
 from utils.slow_link import SlowLink
 
 
@@ -44,19 +47,19 @@ def test_both_names_are_recorded_once_each(world: int) -> None:
         assert ring_bytes(calls) == 4 * (world - 1) * 12
 
 
-def _fully_shard_calls() -> list[Call]:
-    """Rank r: the calls of one forward and backward of two linear units under torch's fully_shard."""
+def _fully_shard_calls(widths: tuple[int, ...] = (4, 8, 2)) -> list[Call]:
+    """Rank r: the calls of one forward and backward of linear units of `widths` under torch's fully_shard."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True)])
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     for unit in model:
         fully_shard(unit, mesh=mesh)
     fully_shard(model, mesh=mesh)
     with CallRecorder() as recorder:
-        model(torch.ones(3, 4)).sum().backward()
+        model(torch.ones(3, widths[0])).sum().backward()
     return recorder.calls
 
 
@@ -92,3 +95,34 @@ def test_the_slow_link_delays_in_order_and_returns_at_once() -> None:
         assert names == ["all_gather_single", "reduce_scatter_single"] and not overtaken, (names, overtaken)
     with pytest.raises(ValueError, match="delayed names among"):
         SlowLink(0.1, names=("all_reduce",), delayed=("broadcast",))
+
+
+def test_fully_shard_pads_each_parameter_on_dim_0() -> None:
+    # Linear(8, 15) on 2 ranks: the weight's 15 rows and the bias padded to 16 each, 144 elements (576 bytes); the
+    # flat layout of FullyShardedDP pads the unit's 135 elements to 136 (544 bytes)
+    for calls in launch(_fully_shard_calls, 2, (8, 15), timeout=60):
+        assert sorted(calls, key=repr) == sorted([Call("all_gather_single", 576, 2)] * 2
+                                                 + [Call("reduce_scatter_single", 576, 2)], key=repr), calls
+
+
+def test_new_memory_counts_what_the_block_allocates_and_holds() -> None:
+    before = torch.zeros(1000)  # 4000 bytes that existed before: never counted, even when written or resized
+    with NewMemory() as new:
+        kept = before + 1  # 4000 bytes, kept
+        transient = kept * 2  # 4000 more, freed at once: the peak is 8000 here
+        del transient
+        before.add_(1)
+        view = kept[:10]  # a view: no new memory
+        grown = torch.zeros(2000)  # 8000 bytes beside kept's 4000: the peak, 12000; then resized to nothing
+        grown.untyped_storage().resize_(0)
+    assert new.peak == 12000 and new.resident() == 4000, (new.peak, new.resident())
+    assert view.untyped_storage().data_ptr() == kept.untyped_storage().data_ptr()
+
+
+def test_new_memory_sees_backward() -> None:
+    # Two linear layers of 64 x 64 + 64: backward leaves their gradients (33280 bytes) and at its peak held more
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64))
+    loss = model(torch.ones(1, 64)).sum()
+    with NewMemory() as new:
+        loss.backward()
+    assert new.resident() == 2 * 4 * (64 * 64 + 64) < new.peak, (new.resident(), new.peak)

@@ -3,10 +3,11 @@ communication with compute can be measured on a few busy cores.
 
     from utils.slow_link import SlowLink
 
-    with SlowLink(0.02, names=("all_gather_single", "reduce_scatter_single"), delayed=("all_gather_single",)):
+    with SlowLink(0.02, names=("all_gather_single", "reduce_scatter_single")):
         work = dist.all_gather_single(full, shard, async_op=True)   # returns at once
         ...                                                         # compute here overlaps the gather
         work.wait()                                                 # 20 ms after the link started on it
+        dist.reduce_scatter_single(shard, full)                     # blocks: 20 ms more
 
 Inside the block, on this rank, every call to one of `names` (functions of torch.distributed, called as
 `dist.<name>`) is queued and served by one thread, one at a time, in the order of the calls, as a process group runs
@@ -16,7 +17,8 @@ call returns a handle at once (`wait()`, `is_completed()`, and `finished`, its p
 it, the call returns once served. A call that fails raises its error from wait(). `trace` lists (name, start, end)
 of each call served, in perf_counter seconds. `seconds` may be changed inside the block (0: the same calls on an
 instant link). Leaving the block serves the calls made so far, then restores torch.distributed. Used by lab 08's
-overlap test and timeline, and lab 04's (all_reduce alone, the default).
+overlap test and timeline (its all-gathers and reduce-scatters, both delayed), and lab 04's (all_reduce alone, the
+default).
 """
 
 from __future__ import annotations

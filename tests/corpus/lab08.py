@@ -5,8 +5,10 @@ test_fsdp_traffic 2, test_fsdp_memory 2, test_fsdp_overlap 2, test_fsdp_bf16 2, 
 test_fsdp_bad_input 1. The three derivations are independent functions; each of 8.4's test cells checks one property
 of FullyShardedDP, so faults whose cells are disjoint share a submission. The memory test sees every gathered
 storage still alive, wherever it is held (autograd's saved tensors too), so a unit kept whole costs its points
-whether the wrapper or autograd keeps it. The overlap test compares the communication a step exposes with and
-without prefetch: a fault that removes gathers changes both alike, and only a gather waited for at once loses it.
+whether the wrapper or autograd keeps it; its hidden tests bound backward's peak (utils.memory.NewMemory), which a
+kept gradient exceeds. The overlap test compares the communication a step exposes with and without prefetch: a fault
+that removes gathers changes both alike, and only a gather waited for at once loses it. The bad-input test's cases
+of one rank alone hang a rank that raised first: the launch's 10 s timeout ends them, so one such case is enough.
 """
 
 from tests.corpus.common import Case, chain, replace
@@ -17,15 +19,26 @@ FSDP = "FullyShardedDP"
 COSTS = "fsdp_costs"
 AFTER_FORWARD = ("    def _after_forward(self, i: int, unit: nn.Module, args: tuple, output) -> None:\n"
                  "        self.free(i)\n")
-BEFORE_BACKWARD = ("    def _before_backward(self, i: int, unit: nn.Module, grad_output: tuple) -> None:\n"
-                   "        self.ready(i, list(range(i - 1, -1, -1)))\n")
+BEFORE_BACKWARD = "        self.ready(i, list(range(i - 1, -1, -1)))\n"
 LAUNCH = "        self.pending[i] = dist.all_gather_single(self.full[i].data, shard, async_op=True)"
 FREE = "        self.full[i].untyped_storage().resize_(0)\n"
 MEAN = "        grad = grad.float().div_(self.world)\n"
 PREFETCH = ("            if self.pending[j] is None and not self.gathered(j):\n"
             "                self.gather(j)\n")
-EMPTY_CHECK = "if not self.units or empty or outside:"
+EMPTY_CHECK = ("            if not params[i]:\n"
+               "                problems.append(f\"unit {i} ({type(unit).__name__}) has no parameters\")\n")
 MASTER = "shards.append(nn.Parameter(flat[self.rank * size:(self.rank + 1) * size].clone()))"
+AGREE = "        verdicts = [None] * self.world\n"
+SHAPES = "        shapes = [[tuple(p.shape) for p, _ in unit.values()] for unit in params]\n"
+FROZEN = ("                if not p.requires_grad:\n"
+          "                    problems.append(f\"{names[id(p)][0]} does not require grad (frozen parameters are not "
+          "supported)\")\n")
+TWO_UNITS = ("                if home.setdefault(id(p), i) != i:\n"
+             "                    problems.append(f\"unit {i} shares {names[id(p)][-1]} with unit {home[id(p)]}\")\n")
+PLACES = "params[i].setdefault(id(p), (p, []))[1].append((owner, name))"
+REDUCE = "        dist.reduce_scatter_single(grad, flat)\n"
+ROUNDED = "        dtype = self.compute_dtype or self.layouts[i][0][2]\n"
+GRADIENT_TERM = "2 * unit_params * grad_bytes"
 
 CASES = [
     # 8.4: each unit gathered once per step, kept from its forward to the end of its backward (no free after
@@ -37,7 +50,7 @@ CASES = [
     Case("gathered_once_per_step_waited_at_once_no_empty_unit_check_and_no_latency", chain(
         replace(FSDP, AFTER_FORWARD, AFTER_FORWARD.replace("self.free(i)", "return  # MUTANT: kept for backward")),
         replace(FSDP, LAUNCH, LAUNCH + "; self.pending[i].wait()"),  # MUTANT: waited for at once
-        replace(FSDP, EMPTY_CHECK, "if not self.units or outside:"),
+        replace(FSDP, EMPTY_CHECK, ""),
         replace(COSTS, "(alpha + unit_params * compute_bytes", "(0 * alpha + unit_params * compute_bytes")),
          loses={"test_fsdp_traffic", "test_fsdp_memory", "test_fsdp_overlap", "test_fsdp_bad_input",
                 "test_fsdp_vs_fully_shard", "test_prefetch_batch"},
@@ -45,7 +58,7 @@ CASES = [
                "(alpha left out of the gather's time?)",
                "6 all-gathers for 3 units; got 3 all-gathers", "gathered once per step, or not again before backward?",
                "bytes of gathered parameters in memory, expected ", "a unit not freed after use",
-               "expected under 0.5 (0.25 predicted)", "waited for right after its launch?",
+               "expected under 0.75 (0.5 predicted)", "waited for right after its launch?",
                "the calls of forward and backward: expected fully_shard's [",
                "does not name the unit without parameters, unit 1 (nn.Tanh): torch.cat(): expected a non-empty list")),
     # 8.4: "freed" by dropping the reference (autograd keeps the storage alive) and no gather before backward: the
@@ -54,8 +67,7 @@ CASES = [
     # gradients too. 8.2: no padding counted.
     Case("stale_tensor_in_backward_bf16_master_and_unpadded_traffic", chain(
         replace(FSDP, FREE, "        self.full[i] = None  # MUTANT: autograd still holds it\n"),
-        replace(FSDP, BEFORE_BACKWARD, BEFORE_BACKWARD.replace("self.ready(i, list(range(i - 1, -1, -1)))",
-                                                                "return  # MUTANT: the forward's tensor is reused")),
+        replace(FSDP, BEFORE_BACKWARD, "        pass  # MUTANT: the forward's tensor is reused\n"),
         replace(FSDP, MASTER, "shards.append(nn.Parameter(flat[self.rank * size:(self.rank + 1) * size].to("
                 "compute_dtype or torch.float32)))"),
         replace(FSDP, MEAN, "        grad = grad.to(self.shards[i].dtype).div_(self.world)  # MUTANT: its dtype\n"),
@@ -78,7 +90,7 @@ CASES = [
         replace(FSDP, FREE, "        if i in getattr(self, 'kept', set()):  # MUTANT: a prefetched unit's memory kept\n"
                 "            self.full[i] = None\n"
                 "            return\n" + FREE),
-        replace(COSTS, '(unit_params * grad_bytes if phase == "backward" else 0)', "0")),
+        replace(COSTS, '(gradients if phase == "backward" else 0)', "0")),
          loses={"test_fsdp_equals_one_process_and_ddp", "test_fsdp_memory", "test_fsdp_vs_fully_shard",
                 "test_peak_bytes"},
          says=("peak_bytes(1200, 4, 100, 1, phase): expected more in backward than the forward's ",
@@ -86,4 +98,35 @@ CASES = [
                "after step 1: expected the parameters of one process and of DDP (to ",
                "gradients summed, not averaged?", "bytes of gathered parameters in memory, expected 2176",
                "a unit not freed after use", "N = 2, rank 0: expected fully_shard's parameters (to ")),
+    # 8.4: a rank raises its own problem before the ranks agree: with a unit without parameters on rank 1 alone, the
+    # other rank waits in the collective until the launch's timeout (the bad-input test). Every unit's full gradient
+    # kept after its reduce-scatter (backward's memory). The master rounded through bf16 at every gather (float32 in
+    # dtype, bf16 in value: the bf16 test's exact check). A weight shared inside a unit stored once per layer that
+    # uses it, each copy trained with its own layer's gradient alone (one process). 8.1: backward's transient copy of
+    # a gradient forgotten (U g instead of 2 U g; the hidden tests see it).
+    Case("raises_alone_keeps_every_gradient_rounded_master_shared_weight_stored_twice_and_one_gradient", chain(
+        replace(FSDP, AGREE, "        if problems:  # MUTANT: raised at once, alone\n"
+                "            raise ValueError(\"FullyShardedDP: \" + \"; \".join(problems))\n" + AGREE),
+        replace(FSDP, REDUCE, REDUCE + "        self.kept = [*getattr(self, 'kept', []), flat]  # MUTANT: kept\n"),
+        replace(FSDP, ROUNDED, ROUNDED + "        if self.compute_dtype is not None:  # MUTANT: the master rounded\n"
+                "            self.shards[i].data.copy_(self.shards[i].data.to(self.compute_dtype).float())\n"),
+        replace(FSDP, PLACES, "params[i].setdefault((id(p), id(owner)), (p, []))[1].append((owner, name))"),
+        replace(COSTS, GRADIENT_TERM, "unit_params * grad_bytes")),
+         loses={"test_fsdp_bad_input", "test_fsdp_memory", "test_fsdp_bf16", "test_fsdp_equals_one_process_and_ddp",
+                "test_peak_bytes"},
+         says=("rank 0 did not finish within 10 s", "backward held ", "every unit's full gradient kept",
+               "more than the differences of their gradients moved it", "the master itself rounded to bf16",
+               "a weight shared inside unit 1 (stored twice?)")),
+    # 8.4: the ranks compare their units' padded shard sizes, not their parameters' shapes: Embedding(100, 1) and
+    # Embedding(101, 1) on N = 3 (34 elements each) pass; and a parameter in two units is not refused. Both only
+    # in the hidden tests' N = 3.
+    Case("padded_sizes_compared_and_a_parameter_in_two_units", chain(
+        replace(FSDP, SHAPES, "        shapes = [[(-(-sum(p.numel() for p, _ in unit.values()) // self.world),)] "
+                "for unit in params]  # MUTANT: padded\n"),
+        replace(FSDP, TWO_UNITS, "")),
+         loses={"test_fsdp_bad_input"},
+         says=("Embedding(101, 1) on rank 2: no error", "a parameter in two units: no error")),
+    # 8.4: a frozen parameter not refused: its view is made to require grad, and it is trained.
+    Case("frozen_parameter_trained", replace(FSDP, FROZEN, ""),
+         loses={"test_fsdp_bad_input"}, says=("a frozen parameter: no error",)),
 ]
