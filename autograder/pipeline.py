@@ -159,7 +159,8 @@ def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[
     removed, outputs and execution counts cleared, and each course/<assignment>/ is rebuilt from scratch,
     so a second run is byte-identical. A folder of the release whose assignment has left solutions/ is
     removed. No gradebook is touched (grading registers the assignments in a gradebook of its own). A notebook
-    that asks for another kernel than COURSE_KERNELSPEC stops the release before anything is written.
+    that asks for another kernel than COURSE_KERNELSPEC stops the release before anything is written. Each
+    notebook carries the course kernel's language_info, as JupyterLab saves it (stamp_language_info).
     """
     names = assignment_names(root)
     if not names:
@@ -173,11 +174,28 @@ def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[
             log.info("removing %s: its assignment is no longer in solutions/", stale)
             shutil.rmtree(stale)
     written = sorted(dest.glob("*/*.ipynb"))
+    for path in written:
+        stamp_language_info(path)
     missing = [f"{a}/{n}.ipynb" for a in names for n in notebook_names(root, a)
                if not (dest / a / f"{n}.ipynb").is_file()]
     if missing:
         raise PipelineError(f"nbgrader did not write {', '.join(missing)} into {dest}")
     return written
+
+
+def stamp_language_info(path: Path) -> None:
+    """Set the notebook's metadata.language_info to what the course kernel reports, in place.
+
+    JupyterLab writes the kernel's language_info into a notebook as it opens it, and marks the notebook modified
+    unless the file already holds that very value (a deep comparison): so a release without it opens with the
+    "modified" dot, asks to be saved on closing, and is rewritten by Validate. The course kernel is ipykernel on
+    this interpreter (COURSE_KERNELSPEC, installed into the venv), whose language_info names its Python version.
+    """
+    from ipykernel.ipkernel import IPythonKernel  # slow to import: only when releasing
+
+    notebook = json.loads(path.read_text())
+    notebook["metadata"]["language_info"] = IPythonKernel.language_info
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")  # as nbformat writes
 
 
 def check_course_kernel(root: Path = REPO_ROOT) -> None:

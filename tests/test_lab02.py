@@ -1,5 +1,7 @@
 """Lab 02: exercise 2.4's test cell, run here on its own (no grading run, a second or so): it passes the solution,
-and it refuses both ways of finding the crossover numerically, each with the words that say why.
+and it refuses both ways of finding the crossover numerically, each with the words that say why. And exercise 2.6
+on 2 ranks under NCCL's rules: the solution's grouped exchange with its one neighbour passes, the same ring with
+that exchange ungrouped is refused (a few seconds).
 
 The corpus (tests/corpus/lab02.py) grades one of them, a bisection on formulas written out by hand; the other, a
 bisection that calls the notebook's own ring_time and tree_time, shares the same test cell, so one submission cannot
@@ -12,14 +14,18 @@ import json
 import math
 import numbers
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
+import torch
+import torch.distributed as dist
 
 from autograder.cells import source
 from tests.corpus.common import SOLUTION, cells, solution_notebook
 from tests.corpus.lab02 import BISECTION
 from utils.checks import raises_value_error
+from utils.launch import RankFailedError, launch
 
 ASSIGNMENT = "02_ring_allreduce"
 CALLS_THE_FORMULAS = BISECTION.replace(
@@ -53,3 +59,31 @@ def test_a_bisection_on_the_notebooks_formulas_is_refused() -> None:
 def test_a_bisection_on_hand_written_formulas_is_refused() -> None:
     with pytest.raises(AssertionError, match=r"times as long as one evaluation of the two cost formulas"):
         run_crossover_test(BISECTION)
+
+
+def pipelined_ring(grouped_at_two: bool) -> Callable[[torch.Tensor, int], None]:
+    """Exercise 2.6's solution as graded (its setup cell first), or the same ring without its N = 2 branch, whose
+    sends and receives with the one neighbour are then posted apart."""
+    by_id = cells(json.loads(solution_notebook(ASSIGNMENT).read_text()))
+    exercise = source(by_id["pipelined_ring_all_reduce"])
+    if not grouped_at_two:
+        branch = "    if world == 2:\n"
+        assert exercise.count(branch) == 1
+        exercise = exercise.replace(branch, "    if False:  # the grouped exchange, taken out\n")
+    namespace = {"__name__": "lab02_pipelined_ring"}
+    for code in (source(by_id["setup"]), exercise):
+        exec(compile(code, ASSIGNMENT, "exec"), namespace)  # noqa: S102 (the course's own cells)
+    return namespace["pipelined_ring_all_reduce"]
+
+
+def _sums_on_two_ranks(grouped_at_two: bool) -> bool:
+    tensor = torch.arange(37, dtype=torch.float64) * (dist.get_rank() + 1)
+    pipelined_ring(grouped_at_two)(tensor, 24)  # 3 elements a segment: 7 segments per chunk
+    return torch.equal(tensor, torch.arange(37, dtype=torch.float64) * 3)
+
+
+def test_the_pipelined_ring_on_two_ranks_runs_under_nccl_rules_only_grouped() -> None:
+    assert launch(_sums_on_two_ranks, 2, True, timeout=30, emulate="nccl") == [True, True]
+    assert launch(_sums_on_two_ranks, 2, False, timeout=30) == [True, True]  # right on plain Gloo
+    with pytest.raises(RankFailedError, match="NCCL would hang here: ranks 0 and 1 wait for each other"):
+        launch(_sums_on_two_ranks, 2, False, timeout=30, emulate="nccl")

@@ -26,7 +26,10 @@ both ranks irecv then isend to each other, ungrouped; both ranks send first. A h
 What the model assumes: one queue per pair of ranks and group, as ungrouped operations have in ProcessGroupNCCL.
 In torch 2.13 a batch_isend_irecv runs on the group's own communicator (the one its collectives use), not the
 pair's: the emulation puts it in the pair's queue all the same, which is stricter than NCCL where grouped and
-ungrouped operations with one peer are mixed, and the course never mixes them. Only the five functions above
+ungrouped operations with one peer are mixed, and the course never mixes them. Two groups are two queues here, each
+checked alone: NCCL also asks that operations on different communicators be posted in one order on every rank, which
+the emulation does not check (so lab 02's pipelined ring talks to its one neighbour at N = 2 on one group, in
+groups of operations). Only the five functions above
 follow the rules; collectives, and what torch calls internally (send_object_list), run on Gloo as usual.
 """
 
