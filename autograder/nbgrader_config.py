@@ -74,7 +74,8 @@ from nbgrader.converters import GenerateAssignment  # noqa: E402
 
 c.TagRemovePreprocessor.enabled = True
 c.TagRemovePreprocessor.remove_cell_tags = {"instructor"}
-c.GenerateAssignment.preprocessors = [TagRemovePreprocessor, *GenerateAssignment.class_traits()["preprocessors"].default()]
+c.GenerateAssignment.preprocessors = [TagRemovePreprocessor,
+                                      *GenerateAssignment.class_traits()["preprocessors"].default()]
 
 # Every released notebook starts with the one markdown cell of classroom/template/release_header.ipynb, which says
 # that the file is generated. An absolute path: nbgrader reads it relative to the course root, which the tests move.

@@ -65,7 +65,7 @@ CASES = [
                body("best_bucket_count", SIMULATED)),
          loses={"test_ddp_no_sync", "test_ddp_buckets", "test_ddp_launch_order", "test_ddp_overlap",
                 "test_best_bucket_count"},
-         says=("times as long as simulated_step_time with one bucket (allowed: 20): a closed form costs a few, a search"
+         says=("times as long as simulated_step_time with one bucket (allowed: 30): a closed form costs a few, a search"
                " over K hundreds",
                "rank 0: expected no all-reduce inside no_sync, got 1",
                "rank 0, 1 layer(s) per bucket: arrivals and launches: expected [('ready', 3), ('launch',), "
@@ -90,7 +90,8 @@ CASES = [
                "expected a step under 0.8 x (backward + all-reduces), got ",
                "the all-reduces do not overlap backward (waiting right after a launch? buckets in forward order?)")),
     # 4.1's best bucket count always the K of equal terms, a nearby wrong formula (loses test_best_bucket_count):
-    # wrong in the regime where the communication-bound term takes over while it still falls. And three faults of 4.2 with right gradients.
+    # wrong in the regime where the communication-bound term takes over while it still falls. And three faults of
+    # 4.2 with right gradients.
     # The hook counts gradients inside no_sync too, suppressing only the launch (loses test_ddp_overlap): after
     # accumulation no bucket ever looks complete, and finish launches them all at the end of backward. Every
     # bucket's flat tensor is the whole model's size, zeros outside its own parameters (loses test_ddp_buckets): K
