@@ -67,6 +67,16 @@ c.IgnorePattern.pattern = r"\A(?:(?:" + "|".join(NOISE_LINES) + r")(?:\n|\Z))+\Z
 # student's stub names the exercise (CONTRIBUTING.md). tests/test_pipeline.py checks that every stub still raises.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE"}
 
+# A cell tagged "instructor" (the manual of a derivation exercise: the full argument) stays in solutions/ and is
+# dropped from the release: nbconvert's TagRemovePreprocessor, ahead of nbgrader's own preprocessors.
+from nbconvert.preprocessors import TagRemovePreprocessor  # noqa: E402
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+
+c.TagRemovePreprocessor.enabled = True
+c.TagRemovePreprocessor.remove_cell_tags = {"instructor"}
+c.GenerateAssignment.preprocessors = [TagRemovePreprocessor,
+                                      *GenerateAssignment.class_traits()["preprocessors"].default()]
+
 # Every released notebook starts with the one markdown cell of classroom/template/release_header.ipynb, which says
 # that the file is generated. An absolute path: nbgrader reads it relative to the course root, which the tests move.
 TEMPLATE = Path(__file__).resolve().parents[1] / "classroom" / "template"

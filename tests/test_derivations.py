@@ -1,13 +1,14 @@
-"""Derivations graded as derivations: the closed form a student must derive is printed nowhere in the release.
+"""Derivations graded as derivations: what a student must derive is printed nowhere in the release.
 
-Each entry names a graded function whose answer is a formula, and the ways that formula would be written: in LaTeX
-in a markdown cell, or as code in a demo or in a test. The student's release (course/, every cell, markdown and
-code) must contain none of them; the solution notebook's own solution region must contain at least one, so that the
-list describes the answer it guards and the scan could fail.
+Each entry names a graded function whose answer is a formula, the ways that formula would be written (in LaTeX in
+a markdown cell, or as code in a demo or in a test) and its values at three points of the hidden tests. The
+student's release (course/, every cell, markdown and code, but the exercise's own test cell, whose visible part
+compares with the oracle) must contain none of them; the solution notebook's own solution region must contain at
+least one form, so that the list describes the answer it guards and the scan could fail.
 
 Forms are compared after `normal`: no whitespace, no LaTeX backslashes, braces or dollar signs, lower case. So
 `$K^* = \\sqrt{C/\\alpha}$`, `\\sqrt{C / \\alpha}` and `sqrt(C / alpha)` all contain `sqrtc/alpha` or
-`sqrt(c/alpha)`.
+`sqrt(c/alpha)`. Values are as Python's `f"{value:.3g}"` prints them.
 """
 
 from __future__ import annotations
@@ -17,69 +18,86 @@ from dataclasses import dataclass
 
 import pytest
 
+from autograder.cells import meta
 from tests.common import ROOT, lab_params, notebook
 from tests.corpus.common import SOLUTION, cells, solution_notebook
 
 
 @dataclass(frozen=True)
 class Derivation:
-    """A graded closed form: the solution cell that computes it and the ways it could be printed."""
+    """A graded closed form: its lab, the solution cell that computes it, the ways it could be printed, its values."""
 
+    assignment: str  # e.g. "04_bucketed_ddp"
     grade_id: str  # the solution cell
     forms: tuple[str, ...]  # written as `normal` leaves them
+    values: tuple[str, ...] = ()  # values at three hidden-test points, as printed to 3 significant figures
+
+    def __str__(self) -> str:  # the test's id
+        return f"{self.assignment}:{self.grade_id}"
 
 
-DERIVATIONS = {
+DERIVATIONS: list[Derivation] = [
     # 0.4: the size at which a message gets a share s of 1/beta, s / (1 - s) * alpha / beta, and the pattern of the
     # table it fills (9 n_1/2 at 90%, 99 n_1/2 at 99%).
-    "00_ranks_and_alpha_beta": Derivation("size_for_share", (
+    Derivation("00_ranks_and_alpha_beta", "size_for_share", (
         "share/(1-share)", "s/(1-s)", "fracs1-s", "fracshare1-share", "1/(1-share)-1", "1/(1-s)-1", "9n_1/2",
         "99n_1/2", "ninetimes", "ninety-nine")),
     # 1.9: the fewest messages, N - 1 for a rooted collective and 2 (N - 1) for the three whose every result depends
     # on every rank (section 5's bound 3 counts 2 (N - 1) messages for one position of an all-reduce: the step left to
     # the student is that one message may carry every position, and that AllGather and ReduceScatter need as many).
-    "01_collectives": Derivation("minimum_messages", (
+    Derivation("01_collectives", "minimum_messages", (
         "2*(int(n)-1)", "2n-2", "2*n-2", "2*(n-1)messages", "2(n-1)messagesintotal", "2(n-1)messagesinall")),
     # 2.4: the crossover M* = (alpha / beta) N (N - 1 - L) / (N L - N + 1), the equation it solves gathered,
     # (N - 1 - L) alpha / beta = (L - (N - 1) / N) M*, and its large-N form with the numerator kept exact.
-    "02_ring_allreduce": Derivation("crossover_size", (
+    Derivation("02_ring_allreduce", "crossover_size", (
         "n-1-l", "(n-1-l)/(n*l-n+1)", "n*l-n+1", "nl-n+1", "l-fracn-1n", "l-(n-1)/n", "fracn-1-ll-fracn-1n",
         "fracn-1-log_2nlog_2n-1", "(p-1-math.log2(p))")),
     # 3.0: c = h_SGD + h_DP, with h_SGD = k + B - 1 and h_DP = k + (max b_r - 1) + 2 + (N - 1).
-    "03_data_parallel_math": Derivation("rounding_constant", (
+    Derivation("03_data_parallel_math", "rounding_constant", (
         "k+b-1", "k_chain+b-1", "chain+sum(shard_sizes)-1", "sum(shard_sizes)-1", "max(shard_sizes)-1",
         "len(shard_sizes)-1", "2k+2b", "h_sgd=k+", "h_dp=k+")),
-    # 4.1: the best bucket count, in its two regimes: the K of equal terms, (C - beta' M) / alpha, with its
-    # condition, and the communication-bound term's own minimum, sqrt(C / alpha), with T = beta' M + 2 sqrt(alpha C).
-    "04_bucketed_ddp": Derivation("best_bucket_count", (
+    # 4.1: the step time of K equal buckets, T(K) = max(C / K + K alpha + beta' M, C + alpha + beta' M / K), and its
+    # best integer K, in its two regimes: the K of equal terms, (C - beta' M) / alpha, with its condition, and the
+    # communication-bound term's own minimum, sqrt(C / alpha), with T = beta' M + 2 sqrt(alpha C). Its values at three
+    # hidden points: K* = 5518 (C = 0.37 s), T(K*) = 0.652 s (K* = 179), K* = 1085106.
+    Derivation("04_bucketed_ddp", "best_bucket_count", (
         "fracc-beta'malpha", "(c-beta'm)/alpha", "(c-beta*m)/alpha", "d/alpha", "fracdalpha",
         "sqrtc/alpha", "sqrt(c/alpha)", "(c/alpha)**0.5", "(c/alpha)**(1/2)",
-        "sqrtalphac", "sqrt(alpha*c)", "(alpha*c)**0.5", "fracalphacc-beta'm", "alpha*c/d")),
+        "sqrtalphac", "sqrt(alpha*c)", "(alpha*c)**0.5", "fracalphacc-beta'm", "alpha*c/d",
+        "c/k+kalpha", "c/k+k*alpha", "fracck+kalpha", "c+alpha+beta'm/k", "c+alpha+fracbeta'mk", "c+alpha+beta*m/k",
+        "(k-1)/k", "frack-1k", "r_k+(k-k+1)c", "r_k+(k-k+1)*c", "bothtermsequal", "twoterms", "(c-bandwidth)/alpha",
+        "c_sweep-beta*m_sweep", "(alpha*c_sweep)**0.5", "c_model-beta*m_model", "ownminimum", "oneofequalterms"),
+        ("5.52e+03", "0.652", "1.09e+06")),
     # 5.0: v_inf = eta sigma^2 / (B (2 - eta - 2 eta / B)), from v' = (1 - eta)^2 v + eta^2 (2 v + sigma^2) / B, stable
     # for eta < 2B / (B + 2).
-    "05_large_batch": Derivation("stationary_second_moment", (
+    Derivation("05_large_batch", "stationary_second_moment", (
         "(1-eta)^2", "(1-eta)**2", "2-eta-2eta/b", "2-eta-2*eta/b", "fracetasigma^2b(2-eta", "eta/(b*(2-eta",
         "2eta^2/b", "2*eta**2/b", "2v_t+sigma^2", "2b/(b+2)", "frac2bb+2")),
     # 6.4: the mean staleness of a run, (N - 1)(1 - N / 2T), and the fixed total N (N - 1) / 2 it comes from.
-    "06_async_staleness": Derivation("mean_staleness", (
+    Derivation("06_async_staleness", "mean_staleness", (
         "1-n/2t", "1-n/(2t)", "1-fracn2t", "n/(2*t)", "fracn2t", "1-n/(2*len", "2*len(staleness)-n",
         "n(n-1)/2", "fracn(n-1)2", "n*(n-1)/2")),
-    # 7.1: the bytes per rank of stages 1 and 2, (p + g) Psi + K Psi / N and p Psi + (g + K) Psi / N, and their
-    # mixed-precision values 4 Psi + 12 Psi / N and 2 Psi + 14 Psi / N.
-    "07_zero": Derivation("memory_per_rank", (
+    # 7.1: the bytes per rank of stages 1, 2 and 3, (p + g) Psi + K Psi / N, p Psi + (g + K) Psi / N and
+    # (p + g + K) Psi / N, their mixed-precision values 4 Psi + 12 Psi / N, 2 Psi + 14 Psi / N and 16 Psi / N, and
+    # section 6's table of the same counts with n_r owned elements. Its values at three hidden points: 1.28e+11 bytes
+    # (Psi = 3.1e10, N = 96, stage 1), 8.78e+10 (4.3e10, 384, stage 2, 2 + 4 + 12), 1.17e+09 (7.3e10, 1000, stage 3).
+    Derivation("07_zero", "memory_per_rank", (
         "(p+g)psi+kpsi/n", "ppsi+(g+k)psi/n", "(p+g)*psi+k*psi/n", "p*psi+(g+k)*psi/n", "4psi+12psi/n",
-        "2psi+14psi/n", "4*psi+12*psi/n", "2*psi+14*psi/n", "tendto4psiand2psi")),
+        "2psi+14psi/n", "4*psi+12*psi/n", "2*psi+14*psi/n", "tendto4psiand2psi", "16psi/n", "frac16psin",
+        "16*psi/n", "(p+g+k)psi/n", "12psi/n", "14psi/n", "4n_rmore", "2n_rmore", "12*owned",
+        "dividesallofitbyn", "(param_bytes+grad_bytes)*", "optimizer_bytes/world_size"),
+        ("1.28e+11", "8.78e+10", "1.17e+09")),
     # 8.1-8.3, one cell: the peak bytes per rank, k Psi / N + (1 + p) U c (+ 2 U g in backward: the unit's gradient
     # and autograd's new one while it is added in); one step's bytes,
     # (N - 1) s_u (2c + r) per unit, 3 (N - 1) / N of the parameters' bytes for r = c; and the prefetch batch,
     # b* = F (N - 1)(alpha + P c / (N B)) / (2 P).
-    "08_fsdp": Derivation("fsdp_costs", (
+    Derivation("08_fsdp", "fsdp_costs", (
         "(1+prefetch)*unit_params", "(prefetch+1)*unit_params", "(1+p)u", "(p+1)u", "(2+p)u", "u*(c+g)",
         "2*unit_params*grad_bytes", "2ug", "2*u*g", "u*(c+2g)", "u(c+2g)",
         "(2*compute_bytes+reduce_bytes)", "(2c+r)", "2*c+r", "3(n-1)s", "3*(n-1)*s", "frac3(n-1)n", "3*(n-1)/n",
         "gather*flops_per_second/(2*unit_params)", "(n-1)(alpha+pc/(nb))f/(2p)", "fracf(n-1)(alpha+",
         "(n-1)cf/(2nb)", "frac(n-1)cf2nb", "(world_size-1)*compute_bytes*flops_per_second")),
-}
+]
 
 
 def normal(text: str) -> str:
@@ -87,26 +105,37 @@ def normal(text: str) -> str:
     return re.sub(r"[\s\\{}$]", "", text).lower()
 
 
-def released_text(assignment: str) -> str:
-    """Every cell of the student's release of an assignment, markdown and code, as `normal` leaves it."""
-    release = ROOT / "course" / assignment / solution_notebook(assignment).name
-    return normal("\n".join("".join(cell["source"]) for cell in notebook(release)["cells"]))
+def released_text(derivation: Derivation) -> str:
+    """Every cell of the student's release of the derivation's lab, markdown and code, as `normal` leaves it, but the
+    exercise's own test cell (test_<grade_id>)."""
+    release = ROOT / "course" / derivation.assignment / solution_notebook(derivation.assignment).name
+    kept = [cell for cell in notebook(release)["cells"] if meta(cell).get("grade_id") != f"test_{derivation.grade_id}"]
+    return normal("\n".join("".join(cell["source"]) for cell in kept))
 
 
-@pytest.mark.parametrize("assignment", lab_params(sorted(DERIVATIONS)))
-def test_no_derived_closed_form_is_printed_in_the_release(assignment: str) -> None:
-    derivation = DERIVATIONS[assignment]
-    text = released_text(assignment)
-    printed = [form for form in derivation.forms if form in text]
-    assert not printed, (f"course/{assignment} prints the closed form that {derivation.grade_id} must derive: "
-                         f"{printed} (move it out of the release, or into the solution region)")
+@pytest.mark.parametrize("derivation", lab_params(DERIVATIONS, lambda d: d.assignment))
+def test_no_derived_closed_form_is_printed_in_the_release(derivation: Derivation) -> None:
+    text = released_text(derivation)
+    printed = [form for form in derivation.forms + derivation.values if normal(form) in text]
+    assert not printed, (f"course/{derivation.assignment} prints what {derivation.grade_id} must derive: {printed} "
+                         "(move it out of the release, or into the solution region)")
 
 
-@pytest.mark.parametrize("assignment", lab_params(sorted(DERIVATIONS)))
-def test_the_forms_describe_the_solution(assignment: str) -> None:
+@pytest.mark.parametrize("derivation", lab_params(DERIVATIONS, lambda d: d.assignment))
+def test_the_forms_describe_the_solution(derivation: Derivation) -> None:
     """The solution region of the graded cell computes one of the forms: the scan above is not vacuous."""
-    derivation = DERIVATIONS[assignment]
-    cell = cells(notebook(solution_notebook(assignment)))[derivation.grade_id]
+    cell = cells(notebook(solution_notebook(derivation.assignment)))[derivation.grade_id]
     solution = normal("".join(m[0] for m in SOLUTION.finditer("".join(cell["source"]))))
     assert any(form in solution for form in derivation.forms), (
         f"none of the forms listed for {derivation.grade_id} occurs in its solution: {derivation.forms}")
+
+
+@pytest.mark.parametrize("assignment", lab_params(sorted({d.assignment for d in DERIVATIONS})))
+def test_instructor_cells_leave_the_release(assignment: str) -> None:
+    """A cell tagged "instructor" in solutions/ (a derivation's argument, its exact checks) is not in course/."""
+    tagged = [cell for cell in notebook(solution_notebook(assignment))["cells"]
+              if "instructor" in cell["metadata"].get("tags", [])]
+    release = notebook(ROOT / "course" / assignment / solution_notebook(assignment).name)
+    sources = {"".join(cell["source"]) for cell in release["cells"]}
+    left = [cell["id"] for cell in tagged if "".join(cell["source"]) in sources]
+    assert not left, f"course/{assignment} keeps the instructor-only cells {left}: run `make release`"

@@ -1,10 +1,11 @@
-"""Timing on N ranks: one call, one ring step, lab 00's ping-pong, and the alpha-beta fit of what they measure.
+"""Timing: one call and one ring step on N ranks, lab 00's ping-pong, the alpha-beta fit, a derivation's budget.
 
-    from utils.timing import fit_alpha_beta_log, iters_for, ping_pong_time, shift_time, time_call
+    from utils.timing import fit_alpha_beta_log, iters_for, ping_pong_time, shift_time, slowdown, time_call
 
     time_call(dist.all_reduce, x)                    # seconds, all ranks starting together
     shift_time(2**20, iters=10)                      # one ring step of 1 MiB per rank, on every rank
     alpha, beta = fit_alpha_beta_log(sizes, times)   # t(n) = alpha + beta n, a relative fit
+    slowdown(best_bucket_count, args, simulated_step_time, reference_args)  # a derivation's time budget, on one process
 
 Every clock reading follows utils.launch.synchronize(device): on a GPU a call returns before its work is done.
 Two of these are an earlier lab's answers, handed out on purpose to the labs that measure with them (README,
@@ -25,7 +26,7 @@ import torch.distributed as dist
 
 from utils.launch import rank_device, synchronize
 
-__all__ = ["fit_alpha_beta_log", "iters_for", "ping_pong_time", "shift_time", "time_call"]
+__all__ = ["fit_alpha_beta_log", "iters_for", "ping_pong_time", "shift_time", "slowdown", "time_call"]
 
 
 def iters_for(nbytes: int, budget: int, lowest: int, highest: int) -> int:
@@ -121,3 +122,21 @@ def fit_alpha_beta_log(sizes: Sequence[float], times: Sequence[float], steps: in
         if np.all(np.abs(step) <= 1e-12 * np.abs(x)):
             break
     return float(x[0]), float(x[1])
+
+
+def slowdown(fn: Callable[..., Any], args: Sequence, reference: Callable[..., Any], reference_args: Sequence,
+             calls: int = 20, runs: int = 7) -> float:
+    """How many times as long fn(*args) takes as reference(*reference_args), on this process (no ranks).
+
+    The fastest of `runs` runs of `calls` calls each, for both, interleaved so that a busy moment slows both. A
+    derivation exercise's test holds the student's closed form to a budget in these units, which a search or a
+    simulation exceeds by orders of magnitude (lab 04's 4.1, lab 07's 7.1).
+    """
+    def seconds_per_call(function: Callable[..., Any], arguments: Sequence) -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            function(*arguments)
+        return (time.perf_counter() - start) / calls
+
+    timed = [(seconds_per_call(fn, args), seconds_per_call(reference, reference_args)) for _ in range(runs)]
+    return min(yours for yours, _ in timed) / min(ours for _, ours in timed)
