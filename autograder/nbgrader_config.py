@@ -72,6 +72,16 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE"}
 TEMPLATE = Path(__file__).resolve().parents[1] / "classroom" / "template"
 c.IncludeHeaderFooter.header = str(TEMPLATE / "release_header.ipynb")
 
+# A markdown cell of solutions/ tagged `instructor` (a derivation exercise's full argument: README, "Derivation
+# exercises") is dropped from the release by nbconvert's TagRemovePreprocessor, run before nbgrader's own steps.
+from nbconvert.preprocessors import TagRemovePreprocessor  # noqa: E402
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+
+c.GenerateAssignment.preprocessors = [TagRemovePreprocessor,
+                                      *GenerateAssignment.class_traits()["preprocessors"].default()]
+c.TagRemovePreprocessor.enabled = True
+c.TagRemovePreprocessor.remove_cell_tags = {"instructor"}
+
 # ClearOutput runs in generate_assignment (course/ ships without outputs or execution counts) and on every
 # submission before autograde executes it (a stale output can never earn points). Beyond nbgrader's
 # defaults it also drops the per-cell timing metadata JupyterLab ("execution") and the ExecuteTime

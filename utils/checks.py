@@ -1,18 +1,21 @@
-"""Argument checks, as a test states them: did the call raise the ValueError its contract promises?
+"""Checks, as a test states them: did the call raise the ValueError its contract promises? Is it a closed form?
 
     from utils.checks import raises_value_error
 
     assert raises_value_error(fit, [], []) == "ValueError"   # else the message says what happened instead
 
     problems = refusals(broadcast, {"src=-1": {"tensor": t, "src": -1}}, f"rank {rank}")  # [] if it raised
+
+    assert slowdown(floor, (10_000,), lookup, (10_000,)) < 30  # a derived count, not a simulation of the messages
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["raises_value_error", "refusals"]
+__all__ = ["raises_value_error", "refusals", "slowdown"]
 
 
 def raises_value_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
@@ -47,3 +50,30 @@ def refusals(fn: Callable[..., Any], calls: Mapping[str, Mapping[str, Any]], whe
     name = getattr(fn, "__name__", repr(fn))
     return [f"{where}: {name}({what}): expected ValueError, got {got}" for what, got in outcomes.items()
             if got != "ValueError"]
+
+
+def slowdown(fn: Callable[..., Any], args: Sequence[Any], reference: Callable[..., Any],
+             reference_args: Sequence[Any], *, runs: int = 7, calls: int = 100) -> float:
+    """How many times as long fn(*args) takes as reference(*reference_args), per call.
+
+    Each of `runs` rounds times `calls` calls of each, the two interleaved so that a busy moment slows both; the
+    fastest round of each is compared. A derivation exercise's time budget: the reference costs what a closed form of
+    the same size costs (a table lookup, one pass over the arguments), so a closed form comes out at a few, and a
+    simulation or a search of what the formula counts at hundreds or more. A call that takes more than 1000 times
+    the reference, twice, is timed no further (a simulation may take seconds), and that ratio is returned.
+
+    >>> slowdown(sum, (range(100_000),), len, (range(100_000),)) > 30  # a pass over the range, against none
+    True
+    """
+    def per_call(f: Callable[..., Any], f_args: Sequence[Any], n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            f(*f_args)
+        return (time.perf_counter() - start) / n
+
+    unit = min(per_call(reference, reference_args, calls) for _ in range(runs))
+    alone = min(per_call(fn, args, 1) for _ in range(2))
+    if alone > 1000 * unit:
+        return alone / max(unit, 1e-9)
+    rounds = [(per_call(fn, args, calls), per_call(reference, reference_args, calls)) for _ in range(runs)]
+    return min(t for t, _ in rounds) / max(min(r for _, r in rounds), 1e-9)
