@@ -34,7 +34,8 @@ return
 """
 
 # The right counts, by walking the messages of an algorithm that meets every floor: correct, and linear in N.
-SIMULATED_TRAFFIC = """if collective not in ("broadcast", "scatter", "gather", "all_gather", "reduce_scatter", "all_reduce"):
+SIMULATED_TRAFFIC = """\
+if collective not in ("broadcast", "scatter", "gather", "all_gather", "reduce_scatter", "all_reduce"):
     raise ValueError(f"unknown collective {collective!r}")
 if isinstance(N, bool) or not isinstance(N, numbers.Integral) or N < 1 or piece_bytes < 0:
     raise ValueError(f"need an integer N >= 1 and piece_bytes >= 0, got N={N!r}, piece_bytes={piece_bytes!r}")
@@ -47,7 +48,8 @@ for _step in range(2 * (int(N) - 1) if collective == "all_reduce" else int(N) - 
     sent += int(N) * piece_bytes  # every rank sends one piece
 return sent
 """
-SIMULATED_MESSAGES = """if collective not in ("broadcast", "scatter", "gather", "all_gather", "reduce_scatter", "all_reduce"):
+SIMULATED_MESSAGES = """\
+if collective not in ("broadcast", "scatter", "gather", "all_gather", "reduce_scatter", "all_reduce"):
     raise ValueError(f"unknown collective {collective!r}")
 if isinstance(N, bool) or not isinstance(N, numbers.Integral) or N < 1:
     raise ValueError(f"need an integer N >= 1, got N={N!r}")
