@@ -44,9 +44,10 @@ def test_raises_value_error_names_what_happened() -> None:
     assert raises_value_error(len, [1]) == "no error"
 
 
-def test_slowdown_tells_a_closed_form_from_a_walk() -> None:
-    """A closed form comes out near its reference, a loop over what it counts far above any budget; a call that takes
-    seconds is timed twice only (the runs of a slow walk would otherwise take minutes)."""
+def test_slowdown_tells_a_closed_form_from_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed form comes out near its reference, a loop over what it counts far above any budget, even once a
+    submission has stopped time.perf_counter; a call that takes seconds is timed twice only (the runs of a slow walk
+    would otherwise take minutes)."""
     def closed(n: int) -> int:
         return n * (n - 1)
 
@@ -57,6 +58,9 @@ def test_slowdown_tells_a_closed_form_from_a_walk() -> None:
         return {"n": n}["n"] * n
 
     assert slowdown(closed, (10_000,), lookup, (10_000,)) < 10 < 300 < slowdown(walked, (10_000,), lookup, (10_000,))
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)  # what a submission could do before the tests run
+    assert slowdown(walked, (10_000,), lookup, (10_000,)) > 300
+    monkeypatch.undo()
     start = time.perf_counter()
     assert slowdown(time.sleep, (0.05,), lookup, (3,)) > 1000
     assert time.perf_counter() - start < 1  # two calls of 0.05 s, not 7 rounds of 100

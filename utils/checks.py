@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
+from time import perf_counter  # bound now: a submission that patches time.perf_counter later cannot stop the clock
 from typing import Any
 
 __all__ = ["raises_value_error", "refusals", "slowdown"]
@@ -66,10 +66,10 @@ def slowdown(fn: Callable[..., Any], args: Sequence[Any], reference: Callable[..
     True
     """
     def per_call(f: Callable[..., Any], f_args: Sequence[Any], n: int) -> float:
-        start = time.perf_counter()
+        start = perf_counter()
         for _ in range(n):
             f(*f_args)
-        return (time.perf_counter() - start) / n
+        return (perf_counter() - start) / n
 
     unit = min(per_call(reference, reference_args, calls) for _ in range(runs))
     alone = min(per_call(fn, args, 1) for _ in range(2))
