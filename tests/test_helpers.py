@@ -6,6 +6,7 @@ Pure Python, no processes: well under a second. The timing helpers run in every 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 
@@ -45,9 +46,9 @@ def test_raises_value_error_names_what_happened() -> None:
 
 
 def test_slowdown_tells_a_closed_form_from_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A closed form comes out near its reference, a loop over what it counts far above any budget, even once a
-    submission has stopped time.perf_counter; a call that takes seconds is timed twice only (the runs of a slow walk
-    would otherwise take minutes)."""
+    """A closed form comes out near its reference, a loop over what it counts far above any budget, cached or not and
+    even once a submission has stopped time.perf_counter; a call that takes seconds is timed twice only (the runs of
+    a slow walk would otherwise take minutes)."""
     def closed(n: int) -> int:
         return n * (n - 1)
 
@@ -57,13 +58,15 @@ def test_slowdown_tells_a_closed_form_from_a_walk(monkeypatch: pytest.MonkeyPatc
     def lookup(n: int) -> int:
         return {"n": n}["n"] * n
 
-    assert slowdown(closed, (10_000,), lookup, (10_000,)) < 10 < 300 < slowdown(walked, (10_000,), lookup, (10_000,))
+    cases = [(10_000 + i,) for i in range(700)]
+    assert slowdown(closed, lookup, cases) < 10 < 300 < slowdown(walked, lookup, cases)
+    assert slowdown(functools.cache(walked), lookup, cases) > 300  # every case is new: the cache never answers
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)  # what a submission could do before the tests run
-    assert slowdown(walked, (10_000,), lookup, (10_000,)) > 300
+    assert slowdown(walked, lookup, cases) > 300
     monkeypatch.undo()
     start = time.perf_counter()
-    assert slowdown(time.sleep, (0.05,), lookup, (3,)) > 1000
-    assert time.perf_counter() - start < 1  # two calls of 0.05 s, not 7 rounds of 100
+    assert slowdown(time.sleep, lookup, [(0.05,), (0.051,)]) > 1000
+    assert time.perf_counter() - start < 1  # two calls of 0.05 s, not 7 rounds
     assert closed(10_000) == walked(10_000)
 
 

@@ -52,28 +52,31 @@ def refusals(fn: Callable[..., Any], calls: Mapping[str, Mapping[str, Any]], whe
             if got != "ValueError"]
 
 
-def slowdown(fn: Callable[..., Any], args: Sequence[Any], reference: Callable[..., Any],
-             reference_args: Sequence[Any], *, runs: int = 7, calls: int = 100) -> float:
-    """How many times as long fn(*args) takes as reference(*reference_args), per call.
+def slowdown(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence[Sequence[Any]], *,
+             runs: int = 7) -> float:
+    """How many times as long a call of fn takes as a call of reference, on the same arguments.
 
-    Each of `runs` rounds times `calls` calls of each, the two interleaved so that a busy moment slows both; the
-    fastest round of each is compared. A derivation exercise's time budget: the reference costs what a closed form of
-    the same size costs (a table lookup, one pass over the arguments), so a closed form comes out at a few, and a
-    simulation or a search of what the formula counts at hundreds or more. A call that takes more than 1000 times
-    the reference, twice, is timed no further (a simulation may take seconds), and that ratio is returned.
+    `cases` are argument tuples, all different, so that a cache of earlier results cannot make a slow function look
+    fast. They are dealt into `runs` rounds; each round times fn on its cases, then reference on the same ones, so that
+    a busy moment slows both, and the fastest round of each is compared. A derivation exercise's time budget: the
+    reference costs what a closed form of the same size costs (a table lookup, one pass over the arguments), so a
+    closed form comes out at a few, and a simulation or a search of what the formula counts at hundreds or more. A
+    call that takes more than 1000 times the reference, twice, is timed no further (a simulation may take seconds),
+    and that ratio is returned.
 
-    >>> slowdown(sum, (range(100_000),), len, (range(100_000),)) > 30  # a pass over the range, against none
+    >>> slowdown(sum, len, [(range(100_000 + i),) for i in range(70)]) > 30  # a pass over the range, against none
     True
     """
-    def per_call(f: Callable[..., Any], f_args: Sequence[Any], n: int) -> float:
+    def per_call(f: Callable[..., Any], some: Sequence[Sequence[Any]]) -> float:
         start = perf_counter()
-        for _ in range(n):
-            f(*f_args)
-        return (perf_counter() - start) / n
+        for args in some:
+            f(*args)
+        return (perf_counter() - start) / len(some)
 
-    unit = min(per_call(reference, reference_args, calls) for _ in range(runs))
-    alone = min(per_call(fn, args, 1) for _ in range(2))
+    rounds = [cases[i::runs] for i in range(min(runs, len(cases)))]
+    unit = min(per_call(reference, some) for some in rounds)
+    alone = min(per_call(fn, [args]) for args in cases[:2])
     if alone > 1000 * unit:
         return alone / max(unit, 1e-9)
-    rounds = [(per_call(fn, args, calls), per_call(reference, reference_args, calls)) for _ in range(runs)]
-    return min(t for t, _ in rounds) / max(min(r for _, r in rounds), 1e-9)
+    timed = [(per_call(fn, some), per_call(reference, some)) for some in rounds]
+    return min(t for t, _ in timed) / max(min(r for _, r in timed), 1e-9)
