@@ -1,18 +1,20 @@
-"""utils.testdata, memory, checks and timing: exact test data, byte counts, the value-error check, repetition counts
-and the log-space fit.
+"""utils.testdata, memory, checks and timing: exact test data, byte counts, the value-error check, the time budget of
+a derivation, repetition counts and the log-space fit.
 
 Pure Python, no processes: well under a second. The timing helpers run in every lab 02 grading.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import time
 
 import numpy as np
 import pytest
 import torch
 
-from utils.checks import raises_value_error
+from utils.checks import raises_value_error, slowdown
 from utils.memory import chunk_bytes, nbytes
 from utils.testdata import DTYPES, sample
 from utils.timing import fit_alpha_beta_log, iters_for
@@ -41,6 +43,31 @@ def test_raises_value_error_names_what_happened() -> None:
     assert raises_value_error(fails, ValueError) == "ValueError"
     assert raises_value_error(fails, KeyError) == "KeyError: 'boom'"
     assert raises_value_error(len, [1]) == "no error"
+
+
+def test_slowdown_tells_a_closed_form_from_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed form comes out near its reference, a loop over what it counts far above any budget, cached or not and
+    even once a submission has stopped time.perf_counter; a call that takes seconds is timed twice only (the runs of
+    a slow walk would otherwise take minutes)."""
+    def closed(n: int) -> int:
+        return n * (n - 1)
+
+    def walked(n: int) -> int:
+        return sum(n - 1 for _ in range(n))
+
+    def lookup(n: int) -> int:
+        return {"n": n}["n"] * n
+
+    cases = [(10_000 + i,) for i in range(700)]
+    assert slowdown(closed, lookup, cases) < 10 < 300 < slowdown(walked, lookup, cases)
+    assert slowdown(functools.cache(walked), lookup, cases) > 300  # every case is new: the cache never answers
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)  # what a submission could do before the tests run
+    assert slowdown(walked, lookup, cases) > 300
+    monkeypatch.undo()
+    start = time.perf_counter()
+    assert slowdown(time.sleep, lookup, [(0.05,), (0.051,)]) > 1000
+    assert time.perf_counter() - start < 1  # two calls of 0.05 s, not 7 rounds
+    assert closed(10_000) == walked(10_000)
 
 
 def test_log_fit_recovers_exact_lines_and_is_unbiased_under_lognormal_noise() -> None:

@@ -10,6 +10,10 @@ for naming torch's private internals (autograder.tamper.private_internals).
 
 The broken reduce_scatter also proves that exercise 1.7 (all_reduce_rs_ag, built from reduce_scatter and
 all_gather) is graded on its own: its test uses reference versions of both.
+
+The derivations 1.8 and 1.9 each lose their point twice: to a nearby but wrong formula (the oracle's search tells on
+N <= 3), and to the right counts found by walking an algorithm's messages (a ring's steps, a chain's links): correct,
+but at N = 10^4 hundreds of times as slow as a table lookup, where the tests allow 30.
 """
 
 from tests.corpus.common import Case, append, body, chain, replace
@@ -29,6 +33,35 @@ for request in requests:
 return
 """
 
+# The right counts, by walking the messages of an algorithm that meets every floor: correct, and linear in N.
+SIMULATED_TRAFFIC = """\
+if collective not in ("broadcast", "scatter", "gather", "all_gather", "reduce_scatter", "all_reduce"):
+    raise ValueError(f"unknown collective {collective!r}")
+if isinstance(N, bool) or not isinstance(N, numbers.Integral) or N < 1 or piece_bytes < 0:
+    raise ValueError(f"need an integer N >= 1 and piece_bytes >= 0, got N={N!r}, piece_bytes={piece_bytes!r}")
+sent = 0
+if collective in ("broadcast", "scatter", "gather"):
+    for _peer in range(1, int(N)):  # the direct algorithm: one piece between the root and each other rank
+        sent += piece_bytes
+    return sent
+for _step in range(2 * (int(N) - 1) if collective == "all_reduce" else int(N) - 1):  # the ring's steps
+    sent += int(N) * piece_bytes  # every rank sends one piece
+return sent
+"""
+SIMULATED_MESSAGES = """\
+if collective not in ("broadcast", "scatter", "gather", "all_gather", "reduce_scatter", "all_reduce"):
+    raise ValueError(f"unknown collective {collective!r}")
+if isinstance(N, bool) or not isinstance(N, numbers.Integral) or N < 1:
+    raise ValueError(f"need an integer N >= 1, got N={N!r}")
+messages = 0
+for _link in range(1, int(N)):  # a chain into rank 0 (or out of it, for a broadcast or a scatter)
+    messages += 1
+if collective not in ("broadcast", "scatter", "gather"):
+    for _link in range(1, int(N)):  # and back out, carrying everything
+        messages += 1
+return messages
+"""
+
 CASES = [
     # The built-in broadcast under another name: the right result and no message to count. And exercise 1.9's
     # floors taken from the direct algorithms: N (N - 1) messages for AllGather and ReduceScatter, N (N - 1) for
@@ -40,14 +73,20 @@ CASES = [
              'return N - 1 if collective in ("broadcast", "scatter", "gather") else N * (N - 1)\n')),
          loses={"test_broadcast", "test_minimum_messages"},
          says=("test_broadcast (2 points) failed", "this exercise must be built only from",
-               "N = 3, all_gather: expected 4 (the search's fewest), got 6 (the direct algorithm's count: one message"
-               " may carry several pieces)", "N = 3, all_reduce: expected 4 (the search's fewest), got 6")),
-    # The built-in all_gather, imported by name when the cell runs, before any ledger swaps the module's names.
-    Case("cheat_imported_all_gather", chain(
+               "minimum_messages('all_gather', 3): expected 4 (an int: the search's fewest), got 6",
+               "minimum_messages('all_reduce', 3): expected 4 (an int: the search's fewest), got 6")),
+    # The built-in all_gather, imported by name when the cell runs, before any ledger swaps the module's names. And
+    # the floors of 1.8 and 1.9 counted by walking an algorithm's messages, not derived.
+    Case("cheat_imported_all_gather_simulated_floors", chain(
         body("all_gather", "check_tensor_list(\"tensor_list\", tensor_list, tensor, same_shape=False)\n"
              "_builtin_all_gather(tensor_list, tensor)\nreturn\n"),
         append("all_gather", "from torch.distributed import all_gather as _builtin_all_gather  # noqa: E402\n"),
-    ), loses={"test_all_gather"}, says=("test_all_gather (3 points) failed", "this exercise must be built only from")),
+        body("minimum_traffic", SIMULATED_TRAFFIC), body("minimum_messages", SIMULATED_MESSAGES),
+    ), loses={"test_all_gather", "test_minimum_traffic", "test_minimum_messages"},
+         says=("test_all_gather (3 points) failed", "this exercise must be built only from",
+               "minimum_traffic('all_gather', N, 4) for N from 10000 to 10699 took",
+               "minimum_messages('all_gather', N) for N from 10000 to 10699 took",
+               "times as long as a lookup in a table of six entries (allowed: 30)")),
     # Below the process group: the functional all_reduce, and a scatter whose messages the backend sends.
     Case("cheat_below_the_group", chain(
         body("all_reduce", 'summed = functional.all_reduce(tensor, "sum", dist.group.WORLD)\n'
@@ -73,5 +112,5 @@ CASES = [
          says=("test_all_gather (3 points) failed", "NCCL would hang here", FIX,
                "rank 0: element [0]: expected 3, got 0",
                "got is this rank's own input_list[rank]: the other ranks' contributions were never added",
-               "expected 96, section 5's 2 (N - 1) M", "got 16; that is (N - 1) m, what one rank sends in one phase")),
+               "minimum_traffic('all_gather', 2, 8): expected 16 (an int: the search's fewest bytes), got 8")),
 ]
