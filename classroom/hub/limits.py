@@ -78,6 +78,8 @@ def _cpu_folder(group: Group, name: str) -> Path | None:
     if group.version == 2:
         folder = group.folders[0]
         return folder if (folder / "cpu.max").exists() else None
+    if len(group.folders) > 2:  # the sandbox's Group made the v1 cpu group already (its share of the CPU)
+        return group.folders[2]
     own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
                 if "cpu" in line.split(":", 2)[1].split(",")), None)
     root = next((MOUNT / d for d in ("cpu", "cpu,cpuacct") if (MOUNT / d / "cpu.cfs_quota_us").exists()), None)
