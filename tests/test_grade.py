@@ -298,10 +298,14 @@ def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, 
 
 @pytest.mark.slow
 @pytest.mark.lab00
-def test_ctrl_c_stops_every_submission_and_keeps_the_graded(tmp_path: Path) -> None:
+def test_ctrl_c_stops_every_submission_and_keeps_the_graded(grading: GradingRun, tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) while one submission hangs in its
     kernel and another is already graded: the grader exits with 130 at once, every process of the run is gone, and
-    grades.csv holds the graded one only, for the next run to keep (test_a_second_run_grades_only_what_is_missing)."""
+    grades.csv holds the graded one only, for the next run to keep (test_a_second_run_grades_only_what_is_missing).
+
+    It asks for `grading` only to run after the session's grading run: beside it, on CI's two cores, the grader did
+    not exit within 40 s of Ctrl-C (three runs of three; alone, or beside a single grading, about 2 s). Where it
+    waits then is not known yet (see the session note of issue #33's merge)."""
     import psutil
 
     lab = "00_ranks_and_alpha_beta"
@@ -321,9 +325,7 @@ def test_ctrl_c_stops_every_submission_and_keeps_the_graded(tmp_path: Path) -> N
                            if "ipykernel" in " ".join(p.cmdline())), None) if kernel is None else kernel
         tag = kernel.environ()[RUN_VARIABLE]
         os.killpg(proc.pid, signal.SIGINT)
-        # Twice the kill slack: beside the session's grading run (two more kernels on two cores) the guarded
-        # grader's exit took over 20 s on CI's machine since #33 (alone: about 2 s). To look at: where it waits.
-        assert proc.wait(timeout=2 * KILL_SLACK) == 130, log_text(log)
+        assert proc.wait(timeout=KILL_SLACK) == 130, log_text(log)
     finally:
         proc.kill()
     assert "interrupted" in log_text(log)
