@@ -282,6 +282,12 @@ def test_a_logs_in_and_their_server_runs_the_course(hub: dict, alyssa: Visitor) 
     assert procs and owners == {hub["a"]}, f"A's cgroup holds {procs}, run by {owners}"
     limit = next(f for f in ("memory.limit_in_bytes", "memory.max") if (group / f).exists())
     assert int((group / limit).read_text()) == int(hub["memory_gb"] * (1 << 30))
+    # The CPU quota (classroom/hub/limits.py): v2's cpu.max or v1's cpu.cfs_quota_us, where the machine has either.
+    quotas = [(p / f).read_text().split()[0] for p in limits.leftover_groups(hub["group_prefix"] + hub["a"])
+              for f in ("cpu.max", "cpu.cfs_quota_us") if (p / f).exists()]
+    if Path(limits.MOUNT, "cpu", "cpu.cfs_quota_us").exists() or (group / "cpu.max").exists():
+        expected = str(int(hub["cpus"] * limits.PERIOD_US))
+        assert quotas == [expected], f"A's CPU quota: {quotas} (microseconds per period), expected [{expected}]"
 
 
 def test_hub_status_shows_a_and_the_culler_runs(hub: dict, alyssa: Visitor) -> None:

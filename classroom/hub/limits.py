@@ -1,10 +1,10 @@
 """One student's bounds: memory, tasks and CPU of their JupyterLab, its kernels and every rank they fork, together.
 
 The memory and task bounds are the grading sandbox's cgroup (autograder/sandbox/cgroup.py: cgroup v1's memory and
-pids hierarchies, or a v2 group); the CPU bound is a CFS quota beside it (v1's cpu hierarchy, or cpu.max in the same
-v2 group): `cpus` = 2 lets a student's ranks use two cores' worth of time in every 100 ms, however many ranks they
-start, so one student's 5-rank launch slows their own ranks, not the room's. A process and everything it forks
-afterwards stay in the group (a student cannot write to /sys/fs/cgroup).
+pids hierarchies and its cpu group, or a v2 group); the CPU bound is a CFS quota in it (v1's cpu.cfs_quota_us, or
+cpu.max of the v2 group): `cpus` = 2 lets a student's ranks use two cores' worth of time in every 100 ms, however
+many ranks they start, so one student's 5-rank launch slows their own ranks, not the room's. A process and everything
+it forks afterwards stay in the group (a student cannot write to /sys/fs/cgroup).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Bounds:
         """Make the (empty) groups of one server; OSError (CgroupError) where this machine cannot."""
         group = Group.create(limits.memory_bytes, limits.processes, name=name)
         try:
-            cpu = _cpu_folder(group, name)
+            cpu = _cpu_folder(group)
             if cpu is not None:
                 quota = f"{int(limits.cpus * PERIOD_US)} {PERIOD_US}"
                 if group.version == 2:
@@ -57,37 +57,25 @@ class Bounds:
     def add(self, pid: int) -> None:
         """Move process `pid` (the server, before it runs anything) into the groups."""
         self.group.add(pid)
-        if self.cpu is not None and self.group.version == 1:
-            (self.cpu / "cgroup.procs").write_text(str(pid))
 
     def remove(self) -> None:
         """Kill what is left in the groups and remove them."""
         self.group.remove()
-        if self.cpu is not None and self.group.version == 1:
-            try:
-                self.cpu.rmdir()
-            except FileNotFoundError:
-                pass
 
     def describe(self) -> str:
         return "memory, tasks and CPU" if self.cpu is not None else "memory and tasks (no CPU controller here)"
 
 
-def _cpu_folder(group: Group, name: str) -> Path | None:
-    """Where the CPU quota goes: the v2 group itself (if its cpu controller is on), or a new v1 cpu group."""
+def _cpu_folder(group: Group) -> Path | None:
+    """Where the CPU quota goes: the v2 group itself, or the v1 cpu group that Group makes beside its memory and pids
+    groups; None where the machine has no cpu controller there."""
     if group.version == 2:
-        folder = group.folders[0]
-        return folder if (folder / "cpu.max").exists() else None
-    if len(group.folders) > 2:  # the sandbox's Group made the v1 cpu group already (its share of the CPU)
-        return group.folders[2]
-    own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                if "cpu" in line.split(":", 2)[1].split(",")), None)
-    root = next((MOUNT / d for d in ("cpu", "cpu,cpuacct") if (MOUNT / d / "cpu.cfs_quota_us").exists()), None)
-    if own is None or root is None:
+        folder, quota = group.folders[0], "cpu.max"
+    elif len(group.folders) > 2:
+        folder, quota = group.folders[2], "cpu.cfs_quota_us"
+    else:
         return None
-    folder = root / own.lstrip("/") / name
-    folder.mkdir()
-    return folder
+    return folder if (folder / quota).exists() else None
 
 
 def bounds_or_none(name: str, limits: StudentLimits) -> Bounds | None:
