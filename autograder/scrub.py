@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 
 from autograder.cells import source
@@ -46,13 +47,10 @@ def scrub(text: str, lines: set[str]) -> str:
     return "\n".join(HIDDEN if pattern.search(line) else line for line in text.split("\n"))
 
 
-_PATTERNS: dict[frozenset[str], re.Pattern] = {}
-
-
+@cache
 def _pattern(lines: frozenset[str]) -> re.Pattern:
-    if lines not in _PATTERNS:
-        _PATTERNS[lines] = re.compile("|".join(re.escape(s) for s in sorted(lines, key=len, reverse=True)))
-    return _PATTERNS[lines]
+    """One regex of every line, longest first (compiled once per set: a class's feedback scrubs many texts)."""
+    return re.compile("|".join(re.escape(s) for s in sorted(lines, key=len, reverse=True)))
 
 
 def assignment_answers(source: Path, release: Path, assignments: Iterable[str]) -> dict[str, list[str]]:
