@@ -62,7 +62,6 @@ from autograder.pipeline import (
 from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
 from autograder.reports import result_of, row_of, write_feedback
 from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
-from autograder.scrub import assignment_answers
 from utils.timeouts import SUBMISSION_S
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -205,8 +204,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
             _grade_all(todo, fingerprints, template, work, out, results, workers=workers, timeout=timeout,
                        cell_timeout=cell_timeout, env=env, progress=progress, sandbox=sandbox)
         ordered = sorted(results.values(), key=lambda r: (r.assignment, r.student))
-        write_feedback(ordered, out, assignment_answers(course_dir(root, "source"), course_dir(root, "release"),
-                                                        sorted({r.assignment for r in ordered})))
+        write_feedback(ordered, out)
         _copy_exchange_files(entries, out)
         gradebook.write_rows(map(row_of, ordered), out)
         return ordered
@@ -296,8 +294,9 @@ def _absorb(r: Result, out: Path) -> None:
         shutil.copy(log, out / LOGS / f"{r.student}-{r.assignment}.log")
     if r.status == GRADED:
         gradebook.merge_gradebook(out / "gradebook.db", r.root / "gradebook.db")
-        shutil.copytree(course_dir(r.root, "autograded") / r.student / r.assignment,
-                        course_dir(out, "autograded") / r.student / r.assignment)
+        for step in ("autograded", "feedback"):  # feedback/: its page(s), if nbgrader could make them
+            if (made := course_dir(r.root, step) / r.student / r.assignment).is_dir():
+                shutil.copytree(made, course_dir(out, step) / r.student / r.assignment, dirs_exist_ok=True)
     shutil.rmtree(r.root, ignore_errors=True)
 
 

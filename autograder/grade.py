@@ -33,7 +33,7 @@ from autograder.pipeline import (
     run_nbgrader,
 )
 from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
-from autograder.scrub import assignment_answers, scrub
+from autograder.scrub import ANSWERS_VARIABLE, assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from utils.timeouts import check_grading_limits
 
@@ -143,14 +143,18 @@ def prepare_template(assignments: list[str], work: Path, root: Path = REPO_ROOT)
 
 def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_timeout: float | None = None,
               env: Mapping[str, str] | None = None, sandbox: Limits | None = DEFAULT_LIMITS) -> Result:
-    """Grade one submission in its own course root (a copy of the template's gradebook); never raises.
+    """Grade one submission in its own course root (a copy of the template's gradebook), and make its feedback page
+    there (feedback/<student>/<assignment>/, without a line of the answers); never raises.
 
     Its kernel runs in the sandbox (autograder/sandbox/) within the limits `sandbox`; None: unconfined.
     """
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"grade-{entry.student}-", dir=work))
     result = Result(entry.student, entry.assignment, FAILED, 0.0, 0.0, 0.0, root=root)
+    lines: set[str] = set()  # the answer lines: kept out of the notes and the feedback page
     try:
+        lines = set(assignment_answers(course_dir(template, "source"), template / "release",
+                                       [entry.assignment])[entry.assignment])
         shutil.copytree(course_dir(template, "source") / entry.assignment,
                         course_dir(root, "source") / entry.assignment)
         shutil.copy(template / "gradebook.db", root / "gradebook.db")
@@ -170,11 +174,17 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         if cell_timeout is not None:
             args.append(f"--Execute.timeout={int(cell_timeout)}")
         box = Box.open(root, sandbox)
-        verdicts = root / "verdicts.jsonl"  # GuardedExecute's (autograder/execution.py): out of the kernel's reach
+        # Both out of the kernel's reach, in the course root: GuardedExecute's verdicts (autograder/execution.py)
+        # and the answer lines that the feedback page must not show (autograder/feedback.py).
+        verdicts, answers = root / "verdicts.jsonl", root / "answers.json"
+        answers.write_text(json.dumps({entry.assignment: sorted(lines)}))
         try:
+            # The page is made in the same nbgrader process, once the autograde has succeeded (pipeline.THEN).
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
-                               env={**(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts)},
-                               timeout=max(1.0, timeout - (time.monotonic() - start)))
+                               env={**(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts),
+                                    ANSWERS_VARIABLE: str(answers)},
+                               timeout=max(1.0, timeout - (time.monotonic() - start)),
+                               then=("generate_feedback", entry.assignment, f"--student={entry.student}", "--force"))
         finally:
             result.notes += box.close()
         result.tag = run.tag
@@ -219,8 +229,6 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         return result
     finally:
         result.seconds = time.monotonic() - start
-        lines = set(assignment_answers(course_dir(template, "source"), template / "release",
-                                       [entry.assignment])[entry.assignment])
         result.notes = [scrub(note, lines) for note in result.notes]
 
 

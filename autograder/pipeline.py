@@ -18,7 +18,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -42,7 +42,38 @@ COURSE_KERNELSPEC = {"display_name": "Python (DDP course)", "language": "python"
 # installed (jupyter-events pulls it in) to check "iri" formats, and that import builds a lark grammar: 1.4-2.6 s of
 # CPU (quiet to busy 2 cores), more than half of nbgrader's start, in every command (once per graded submission).
 # No schema nbgrader validates has an "iri" format; with the module marked missing, jsonschema skips that checker.
-NBGRADER_MAIN = "import sys; sys.modules['rfc3987_syntax'] = None; from nbgrader.apps.nbgraderapp import main; main()"
+# Then one command after another in that one process (run_nbgrader's `then`), as nbgrader's own tests run its apps:
+# a grading's feedback page costs its conversion, not a second start. The exit status is the first command's; the
+# next runs only when the first succeeded, and a failure of it shows as what it did not write.
+THEN = "--then"  # between the commands on the command line
+NBGRADER_MAIN = f"""
+import sys
+sys.modules['rfc3987_syntax'] = None
+from jupyter_core.application import NoStart
+from nbgrader.apps.nbgraderapp import NbGraderApp
+
+
+def run(argv):
+    app = NbGraderApp.instance()
+    try:
+        app.initialize(argv)
+        app.start()
+    except NoStart:  # what a subcommand's app raises once it is done (launch_instance catches it too)
+        pass
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    finally:
+        app.reset()
+    return 0
+
+
+args = sys.argv[1:]
+first, then = (args[:args.index("{THEN}")], args[args.index("{THEN}") + 1:]) if "{THEN}" in args else (args, [])
+code = run(first)
+if code == 0 and then:
+    run(then)
+sys.exit(code)
+"""
 
 
 class PipelineError(RuntimeError):
@@ -85,8 +116,11 @@ def gradebook_url(root: Path) -> str:
 
 
 def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | None = None,
-                 timeout: float | None = None, check: bool = True) -> NbgraderRun:
+                 timeout: float | None = None, check: bool = True, then: Sequence[str] = ()) -> NbgraderRun:
     """Run `nbgrader <command> <args>` on the course root with the course config; return how it ended.
+
+    `then` (a command and its arguments) runs in the same process once the first has succeeded, within the same
+    `timeout`; the exit status stays the first command's (NBGRADER_MAIN).
 
     `env` is added to the environment of nbgrader and so of every kernel it starts (e.g. COURSE_FAST=1). Past
     `timeout` seconds the command is stopped; when it ends, every process it started is gone (the kernel, and
@@ -94,12 +128,12 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
     time limit raises NbgraderError with the command line and nbgrader's whole log.
     """
     root = Path(root).resolve()
-    argv = [
-        sys.executable, "-c", NBGRADER_MAIN, command, *args,
-        # JupyterApp.config_file, without ".py": nbgrader's own "is there a config?" check appends it.
-        f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}",
-        f"--CourseDirectory.root={root}",  # the command line beats the root computed in the config
-    ]
+    # JupyterApp.config_file, without ".py": nbgrader's own "is there a config?" check appends it. The command line
+    # beats the root computed in the config.
+    common = [f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}", f"--CourseDirectory.root={root}"]
+    argv = [sys.executable, "-c", NBGRADER_MAIN, command, *args, *common]
+    if then:
+        argv += [THEN, *then, *common]
     tag_env = new_tag()  # {TAG_VARIABLE: this command's tag}, inherited by every process it starts
     tag = tag_env[TAG_VARIABLE]
     full_env = {**os.environ, **(env or {}), **tag_env}
@@ -124,7 +158,7 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
     log.debug("nbgrader %s took %.1f s", command, time.perf_counter() - start)
     if check and run.returncode != 0:
         how = f"was stopped after {timeout:g} s" if run.returncode is None else f"failed (exit {run.returncode})"
-        raise NbgraderError(f"nbgrader {command} {how}:\n  {' '.join(argv)}\n"
+        raise NbgraderError(f"nbgrader {command} {how}:\n  {' '.join(['nbgrader', *argv[3:]])}\n"
                             f"----- nbgrader's log -----\n{run.log}")
     return run
 

@@ -1,6 +1,6 @@
 """What a grading run reports: the feedback pages, the rows of grades.csv, the score table and the summary line.
 
-    write_feedback(results, out)       # out/feedback/<student>/<assignment>/: nbgrader's HTML and grading_report.html
+    write_feedback(results, out)       # out/feedback/<student>/<assignment>/grading_report.html, beside nbgrader's
     print(format_table(results)); print(summary(results))
 
 Used by a class run (autograder/class_run.py) as each submission finishes and at its end; the gradebook and the
@@ -10,47 +10,33 @@ CSV files themselves are autograder/gradebook.py's.
 from __future__ import annotations
 
 import html
-import json
-import tempfile
 from pathlib import Path
 
 from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result
-from autograder.gradebook import LOGS
-from autograder.pipeline import course_dir, run_nbgrader
+from autograder.pipeline import course_dir
 from autograder.sandbox import NOT_SANDBOXED
-from autograder.scrub import ANSWERS_VARIABLE
+
+REPORT_PAGE = "grading_report.html"  # beside nbgrader's page(s) in feedback/<student>/<assignment>/
 
 NO_PAGE = ("no feedback page could be made from the graded notebook (nbgrader's generate_feedback failed on it; "
-           "grading-logs/feedback.log says why): the score stands")
+           "its log in grading-logs/ says why): the score stands")
 
 
-def write_feedback(results: list[Result], out: Path, answers: dict[str, list[str]] | None = None) -> None:
-    """nbgrader's HTML feedback for the graded ones, and a short report page for every submission.
+def write_feedback(results: list[Result], out: Path) -> None:
+    """A short report page for every submission, beside the feedback page that its grading made (grade_one).
 
-    `answers` (assignment -> answer lines, autograder/scrub.py) are hidden from every output of the pages. One
-    submission whose page nbgrader cannot make (nbgrader goes on with the others) gets the note NO_PAGE in its
-    report: the report pages are written whatever happened.
+    A graded submission without a page (nbgrader could not convert its notebook) gets the note NO_PAGE: the report
+    pages are written whatever happened.
     """
-    if any(r.status == GRADED for r in results):
-        with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
-            json.dump(answers or {}, lines)
-            lines.flush()
-            run = run_nbgrader("generate_feedback", "*", "--force",
-                               f"--CourseDirectory.source_directory={work_source(out)}", root=out, check=False,
-                               env={ANSWERS_VARIABLE: lines.name})
-        if run.returncode != 0:
-            (out / LOGS).mkdir(exist_ok=True)
-            (out / LOGS / "feedback.log").write_text(run.log)
-        for r in results:
-            folder = course_dir(out, "feedback") / r.student / r.assignment
-            if r.status == GRADED and not any(folder.glob("*.html")) and NO_PAGE not in r.notes:
-                r.notes.append(NO_PAGE)
     for r in results:
         folder = course_dir(out, "feedback") / r.student / r.assignment
+        made = [page for page in folder.glob("*.html") if page.name != REPORT_PAGE]
+        if r.status == GRADED and not made and NO_PAGE not in r.notes:
+            r.notes.append(NO_PAGE)
         folder.mkdir(parents=True, exist_ok=True)
         items = [*r.notes, *(f"tampering: {t}" for t in r.tampered), *(f"for review: {f}" for f in r.flagged)]
         body = "".join(f"<li><pre>{html.escape(i)}</pre></li>" for i in items) or "<li>nothing to report</li>"
-        (folder / "grading_report.html").write_text(
+        (folder / REPORT_PAGE).write_text(
             f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(r.assignment)}</title></head>"
             f"<body><h1>{html.escape(r.assignment)}: {_score_words(r)} ({r.status})</h1>"
             f"<ul>{body}</ul></body></html>\n")
@@ -58,15 +44,6 @@ def write_feedback(results: list[Result], out: Path, answers: dict[str, list[str
 
 def _score_words(r: Result) -> str:
     return "no score" if r.status == GRADER_ERROR else f"{r.score:g} / {r.max_score:g}"
-
-
-def work_source(out: Path) -> str:
-    """generate_feedback wants a source folder to exist: the course root's own, or an empty one in a class folder."""
-    source = course_dir(out, "source")
-    if not source.is_dir():
-        source = out / ".source"
-        source.mkdir(exist_ok=True)
-    return str(source)
 
 
 def row_of(r: Result) -> dict[str, str]:

@@ -54,6 +54,7 @@ class Limits:
     memory_bytes: int = 8 << 30
     processes: int = 1024  # tasks, threads included: 5 ranks of torch use about 150
     scratch_bytes: int = 2 << 30  # what its scratch folder may hold (on disk), HOME and TMPDIR together
+    hang_budget_s: float = HANG_BUDGET_S  # what its launches may spend hung, in all (utils/timeouts.py)
 
     def memory_words(self) -> str:
         """The memory bound as a person says it: "8 GB" (GiB, as the cgroup counts)."""
@@ -249,7 +250,8 @@ class Box:
 
     def env(self) -> dict[str, str]:
         """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
-        env = {HANG_LEDGER: str(self.scratch / "hung-seconds"), HANG_BUDGET: f"{HANG_BUDGET_S:g}"}
+        budget = HANG_BUDGET_S if self.limits is None else self.limits.hang_budget_s
+        env = {HANG_LEDGER: str(self.scratch / "hung-seconds"), HANG_BUDGET: f"{budget:g}"}
         if self.limits is None:
             return env
         inside = {"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"), **env}

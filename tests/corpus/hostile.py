@@ -34,7 +34,9 @@ from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells,
 from tests.corpus.lab00 import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
 from tests.corpus.lab00 import SEND_FIRST
 
-SANDBOX_LIMITS = Limits(memory_bytes=4 << 30, processes=512)  # the grading run's: below CI's memory, above a lab's
+# The grading run's: below CI's memory, above a lab's; a hang budget of one hung launch of lab 00's tests (20 s) and
+# its deadlock demo (2 s), so that a submission that deadlocks everywhere costs CI one hang, not three.
+SANDBOX_LIMITS = Limits(memory_bytes=4 << 30, processes=512, hang_budget_s=20)
 FLOOD_WORD, FLOOD_CHARS = "flood ", 3_000_000  # printed at once: 30 times the output kept of a cell
 TOKEN = "hostile-was-here"  # the name of every file the hostile code writes, and a word in its daemon's command line
 REPORT = "hostile report: "

@@ -69,11 +69,20 @@ return received
 """
 EVERY_TEST = {"test_ping_pong", "test_fit_alpha_beta", "test_ring_shift", "test_size_for_share"}
 
+# Faults whose lost cells are disjoint share a submission (each grading costs CI its time): three pairs below.
 CASES = [
-    Case("deadlock", body("ring_shift", SEND_FIRST), loses={"test_ring_shift"},
+    # A deadlock in ring_shift, and an infinite loop in exercise 0.2's cell. The loop runs once, in the exercise's
+    # cell, before the def: one cell timeout, then every use of the function fails at once (a loop inside the
+    # function would cost a timeout in each of the four cells calling it).
+    Case("deadlock_and_infinite_loop", chain(
+        body("ring_shift", SEND_FIRST),
+        replace("fit_alpha_beta", "def fit_alpha_beta(",
+                "i = 0\nwhile True:  # never ends\n    i += 1\n\n\ndef fit_alpha_beta(")),
+         loses={"test_ring_shift", "test_fit_alpha_beta"},
          # "20 s" and the comment: lab 00's own deadlock demo (5 s) prints a report in every submission.
          says=("test_ring_shift (4 points) failed", "did not finish within 20 s", "blocked in torch.distributed.send",
-               "dist.send(tensor, dst=(rank + 1) % world)  # every rank sends first: Gloo waits")),
+               "dist.send(tensor, dst=(rank + 1) % world)  # every rank sends first: Gloo waits",
+               "test_fit_alpha_beta (3 points) failed", "NameError: name 'fit_alpha_beta' is not defined")),
     # Two failing ranks in one submission: rank 1 raises in ping_pong, and is killed in ring_shift.
     Case("rank_raises_then_killed", chain(
         prepend("ping_pong", 'if dist.get_rank() == 1:\n    raise RuntimeError("rank 1 lost its buffer")\n'),
@@ -82,16 +91,18 @@ CASES = [
          loses={"test_ping_pong", "test_ring_shift"},
          says=("test_ping_pong (3 points) failed", "rank 1 failed", "RuntimeError: rank 1 lost its buffer",
                "test_ring_shift (4 points) failed", "killed by SIGKILL")),
-    # The loop runs once, in the exercise's cell, before the def: one cell timeout, then every use of the
-    # function fails at once (a loop inside the function would cost a timeout in each of the four cells calling it).
-    Case("infinite_loop", replace("fit_alpha_beta", "def fit_alpha_beta(",
-                                  "i = 0\nwhile True:  # never ends\n    i += 1\n\n\ndef fit_alpha_beta("),
-         loses={"test_fit_alpha_beta"},
-         says=("test_fit_alpha_beta (3 points) failed", "NameError: name 'fit_alpha_beta' is not defined")),
-    # Also transcribes n_1/2 for every share in exercise 0.4 instead of deriving the size for a share.
-    Case("wrong_result", chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
-         loses={"test_fit_alpha_beta", "test_size_for_share"},
-         says=("test_fit_alpha_beta (3 points) failed: AssertionError",
+    # Renamed, with the student's own cells, and noisy on stderr (warnings, prints of the ranks), which costs
+    # nothing; wrong in exercise 0.2, and transcribing n_1/2 for every share in exercise 0.4 instead of deriving
+    # the size for a share, which costs exactly those two.
+    Case("renamed_noisy_extra_cells_wrong_result", chain(
+        add_cells,
+        prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
+        prepend("ring_shift", 'import sys\nimport warnings\n'
+                'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
+                'warnings.warn("ring_shift: a warning from a rank")\n'),
+        body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
+         loses={"test_fit_alpha_beta", "test_size_for_share"}, file_name="lab00_final(1).ipynb",
+         says=("graded as", "test_fit_alpha_beta (3 points) failed: AssertionError",
                "expected both back, got alpha = 3e-05 (1 times) and beta = 1e-09 (2 times)",
                "test_size_for_share (1 points) failed",
                "bytes: expected a share of 0.9 there, got 0.5 (that is n_1/2, the size for a share of 1/2 only)")),
@@ -109,13 +120,14 @@ CASES = [
                "weights 1/t_i^2 from the measured times (pass 1 alone)? The noise biases them",
                "test_ring_shift (4 points) failed", "NCCL would hang here: ranks 0 and 1 wait for each other",
                FIX)),
-    Case("tampered_test", chain(body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n")),
-         loses={"test_fit_alpha_beta"}, tampered=True,
+    # One test cell edited (exercise 0.2's) and one deleted (exercise 0.3's), each over a wrong answer.
+    Case("tampered_and_deleted_tests", chain(
+        body("fit_alpha_beta", WRONG_FIT), edit_cell("test_fit_alpha_beta", "assert True\n"),
+        body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
+         loses={"test_fit_alpha_beta", "test_ring_shift"}, tampered=True,
          says=("edited the locked cell test_fit_alpha_beta", "expected both back, got alpha = 3e-05 (1 times) and "
-               "beta = 1e-09 (2 times)")),
-    Case("deleted_test", chain(body("ring_shift", WRONG_SHIFT), delete_cell("test_ring_shift")),
-         loses={"test_ring_shift"}, tampered=True,
-         says=("deleted the test cell test_ring_shift", "nbgrader put back the deleted test cell test_ring_shift",
+               "beta = 1e-09 (2 times)", "deleted the test cell test_ring_shift",
+               "nbgrader put back the deleted test cell test_ring_shift",
                "N = 3, rank 0, ring_shift of a tensor of 0s: element [0, 0]: expected 2, got 0",
                "got is this rank's own tensor: nothing came from its left neighbour")),
     # nbgrader alone gives this one full marks: the restored tests call the replaced torch.equal. The grader
@@ -126,14 +138,6 @@ CASES = [
     ), loses={"test_ring_shift", "test_size_for_share"}, tampered=True, flagged=True,
          says=("ring_shift replaces _tt.equal (a grading helper)", "not counted, for review by an instructor: "
                "test_ring_shift, test_size_for_share (they ran after your code replaced a grading helper)")),
-    # Renamed, with the student's own cells, and noisy on stderr (warnings, prints of the ranks): full marks.
-    Case("renamed_noisy_extra_cells", chain(
-        add_cells,
-        prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
-        prepend("ring_shift", 'import sys\nimport warnings\n'
-                'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
-                'warnings.warn("ring_shift: a warning from a rank")\n')),
-         file_name="lab00_final(1).ipynb", says=("graded as",)),
     Case("empty", lambda nb: b"", loses=EVERY_TEST, status=FAILED, says=("empty or is not a notebook",)),
     # Ignores the interrupt nbgrader sends on a cell timeout: nbclient then gives up on the whole notebook
     # (CellTimeoutError), so nothing is scored; under a shorter per-submission limit the grader kills it first.
