@@ -31,8 +31,8 @@ import json
 
 from autograder.sandbox import Limits
 from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells, chain, prepend, solution_notebook
-from tests.corpus.lab00 import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
-from tests.corpus.lab00 import SEND_FIRST
+from tests.labs.lab00.corpus import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
+from tests.labs.lab00.corpus import SEND_FIRST
 
 SANDBOX_LIMITS = Limits(memory_bytes=4 << 30, processes=512)  # the grading run's: below CI's memory, above a lab's
 FLOOD_WORD, FLOOD_CHARS = "flood ", 3_000_000  # printed at once: 30 times the output kept of a cell
