@@ -42,8 +42,8 @@ Your instructor grades with more tests than the ones you see.
 """
 # What must never reach students: nbgrader's markers of answers and hidden tests, and the instructor's folders.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-INSTRUCTOR_PATHS = ("solutions", "autograder", "benchmark", "classroom", "tests/corpus", "submitted", "autograded",
-                    "feedback", "gradebook.db")
+INSTRUCTOR_PATHS = ("solutions", "autograder", "benchmark", "classroom", "tests/corpus", "tests/labs", "submitted",
+                    "autograded", "feedback", "gradebook.db")
 
 
 def export(out: Path, root: Path = REPO_ROOT) -> Path:

@@ -1,7 +1,7 @@
 """What the test modules share: the course's folders, reading notebooks, lab markers and the grading run's type.
 
 Every lab is tested the same way (tests/test_structure.py, tests/test_grading.py); a lab's own file,
-tests/test_labNN.py, holds only what is particular to it. `pytest -m lab02` runs one lab's tests, and
+tests/labs/labNN/test_labNN.py, holds only what is particular to it. `pytest -m lab02` runs one lab's tests, and
 `pytest -m "not slow"` everything except what needs the grading run (tests/grading_run.py).
 """
 

@@ -101,7 +101,7 @@ def make(clone: Path, *args: str) -> subprocess.CompletedProcess:
 def test_every_file_is_a_student_file(clone: Path) -> None:
     """Each file is a copy of course/, utils/, jupyter/ or a set-up file of this repository, or one of the three
     made for students: so no solutions/, autograder/, classroom/, benchmark/ (reference implementations) or
-    tests/corpus (broken submissions).
+    tests/corpus and tests/labs (broken submissions).
     """
     ours = {f"course/{k}": v for k, v in files(COURSE).items()}
     for name in export.COPIED:

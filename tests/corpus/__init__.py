@@ -1,4 +1,4 @@
-"""Every lab's corpus of broken submissions (tests/corpus/labNN.py), plus its solution and untouched release, and
+"""Every lab's corpus of broken submissions (tests/labs/labNN/corpus.py), plus its solution and untouched release, and
 the hostile submissions (tests/corpus/hostile.py) in the lab they are written for.
 
     from tests import corpus
@@ -8,20 +8,11 @@ the hostile submissions (tests/corpus/hostile.py) in the lab they are written fo
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from pathlib import Path
 
-from tests.corpus import hostile
 from tests.corpus.common import ROOT, Case, cells, released, solution_notebook, write_case
-
-
-def lab_modules() -> dict[str, object]:
-    """assignment -> its corpus module, for every tests/corpus/labNN.py."""
-    modules = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
-               if m.name.startswith("lab")]
-    return {m.ASSIGNMENT: m for m in modules}
+from tests.labs import corpus_modules as lab_modules
 
 
 def test_cells(assignment: str) -> dict[str, float]:
@@ -33,6 +24,8 @@ def test_cells(assignment: str) -> dict[str, float]:
 
 def cases(assignment: str) -> list[Case]:
     """The solution (full marks), the untouched release (zero) and the lab's own broken cases."""
+    from tests.corpus import hostile  # here, not above: it imports lab 00's corpus, which imports this package
+
     release = ROOT / "course" / assignment / solution_notebook(assignment).name
     own = lab_modules().get(assignment)
     return [Case("solution", released),

@@ -1,6 +1,6 @@
 """What every lab's corpus of broken submissions is made of: a Case, and the edits that make one.
 
-Each lab has one module, tests/corpus/labNN.py, with its assignment name and a list of cases:
+Each lab has one module, tests/labs/labNN/corpus.py, with its assignment name and a list of cases:
 
     ASSIGNMENT = "03_data_parallel_math"
     CASES = [

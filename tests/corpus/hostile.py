@@ -31,8 +31,8 @@ import json
 
 from autograder.sandbox import Limits
 from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells, chain, prepend, solution_notebook
-from tests.corpus.lab00 import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
-from tests.corpus.lab00 import SEND_FIRST
+from tests.labs.lab00.corpus import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
+from tests.labs.lab00.corpus import SEND_FIRST
 
 # The grading run's: below CI's memory, above a lab's; a hang budget of one hung launch of lab 00's tests (20 s) and
 # its deadlock demo (2 s), so that a submission that deadlocks everywhere costs CI one hang, not three.

@@ -1,6 +1,6 @@
 """Lab 08 (FSDP): what its traffic tests rest on, utils.collective_calls under torch 2.13's names of the collectives.
 
-The notebook's structure, grading and mutants (tests/corpus/lab08.py) are checked for every lab by the shared tests.
+The notebook's structure, grading and mutants (corpus.py here) are checked for every lab by the shared tests.
 Here: CallRecorder writes down dist.all_gather_single and dist.reduce_scatter_single (what torch's fully_shard calls),
 once each, and their deprecated names once too (they call the new ones inside torch, out of the recorder's sight);
 ring_bytes counts them as a ring's; fully_shard's calls of one step are seen: two all-gathers and a

@@ -1,6 +1,6 @@
 """Lab 06 (async staleness): fast checks particular to this lab, on the solution's pure-numpy exercises.
 
-The structure of the notebook, its grading and its mutants (tests/corpus/lab06.py) are checked for every lab
+The structure of the notebook, its grading and its mutants (corpus.py, beside this file) are checked for every lab
 by the shared tests. Here: the three exercises that need no processes are executed from the solution notebook
 and held against their docstring examples and against each other, and the contract of stability_limit is
 checked not to give its answer away. Takes well under a second.
@@ -12,13 +12,14 @@ import ast
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "06_async_staleness" / "async_staleness.ipynb"
-RELEASED = Path(__file__).resolve().parents[1] / "course" / "06_async_staleness" / "async_staleness.ipynb"
+from tests.common import COURSE, SOLUTIONS
+
+NOTEBOOK = SOLUTIONS / "06_async_staleness" / "async_staleness.ipynb"
+RELEASED = COURSE / "06_async_staleness" / "async_staleness.ipynb"
 PURE = ["delayed_gd", "spectral_radius", "stability_limit"]
 
 

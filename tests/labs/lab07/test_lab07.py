@@ -1,6 +1,6 @@
 """Lab 07 (ZeRO): utils.collective_calls, which the lab's traffic figures and memory measurements rest on.
 
-The notebook's structure, grading and mutants (tests/corpus/lab07.py) are checked for every lab by the shared tests.
+The notebook's structure, grading and mutants (corpus.py here) are checked for every lab by the shared tests.
 Here: CallRecorder writes down every communicating call (name, bytes of the full tensor, group size) while the
 calls still run, records other functions too, restores torch.distributed afterwards and refuses to nest; ring_bytes
 gives a ring's per-rank bytes and refuses what it cannot count; tensor_bytes counts an optimizer's state. Seconds.

@@ -3,7 +3,7 @@ and it refuses both ways of finding the crossover numerically, each with the wor
 on 2 ranks under NCCL's rules: the solution's grouped exchange with its one neighbour passes, the same ring with
 that exchange ungrouped is refused (a few seconds).
 
-The corpus (tests/corpus/lab02.py) grades one of them, a bisection on formulas written out by hand; the other, a
+The corpus (tests/labs/lab02/corpus.py) grades one of them, a bisection on formulas written out by hand; the other, a
 bisection that calls the notebook's own ring_time and tree_time, shares the same test cell, so one submission cannot
 show both: it is checked here.
 """
@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from autograder.cells import source
 from tests.corpus.common import SOLUTION, cells, solution_notebook
-from tests.corpus.lab02 import BISECTION
+from tests.labs.lab02.corpus import BISECTION
 from utils.checks import raises_value_error
 from utils.launch import RankFailedError, launch
 

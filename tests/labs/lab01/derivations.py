@@ -1,0 +1,20 @@
+"""Lab 01's derivation exercises: tests/test_derivations.py checks that the student edition prints none of them."""
+
+from tests.labs import Derivation
+
+DERIVATIONS: list[Derivation] = [
+    # 1.8: the fewest bytes of all ranks together, N - 1 pieces for a rooted collective, N (N - 1) for AllGather and
+    # ReduceScatter (2 N (N - 1) for AllReduce is section 5's bound 3, given); values at (all_gather, 9973, 4096),
+    # (scatter, 10^4, 123456789) and (reduce_scatter, 7919, 999999937).
+    Derivation("01_collectives", "minimum_traffic", (
+        "n*(n-1)", "n(n-1)", "n*(n-1)*piece_bytes", "n*(n-1)*m", "n(n-1)m", "(n-1)*piece_bytes",
+        "(int(n)-1)*piece_bytes", "n(n-1)pieces", "n*(n-1)pieces"),
+        ("4.07e+11", "1.23e+12", "6.27e+16")),
+    # 1.9: the fewest messages, N - 1 for a rooted collective and 2 (N - 1) for the three whose every result depends
+    # on every rank (section 5's bound 3 counts 2 (N - 1) messages for one position of an all-reduce: the step left to
+    # the student is that one message may carry every position, and that AllGather and ReduceScatter need as many);
+    # values at (all_reduce, 9973), (gather, 7919) and (reduce_scatter, 7333).
+    Derivation("01_collectives", "minimum_messages", (
+        "2*(int(n)-1)", "2n-2", "2*n-2", "2*(n-1)messages", "2(n-1)messagesintotal", "2(n-1)messagesinall"),
+        ("1.99e+04", "7.92e+03", "1.47e+04")),
+]
