@@ -41,6 +41,10 @@ from utils.timeouts import check_grading_limits
 # that release_feedback and fetch_feedback match the feedback with. They go along into autograded/ and feedback/.
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
+# Figures are not graded: the kernel draws them on Agg, where plt.show() renders nothing (a lab's plots cost about
+# a second of each submission's grading inline), and the warning that show() then gives is not printed.
+FIGURES_UNDRAWN = {"MPLBACKEND": "agg", "PYTHONWARNINGS": "ignore:FigureCanvasAgg is non-interactive"}
+
 GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
 OUTPUT_WORDS = f"{OUTPUT_CAP // 1000} kB"  # the output cap as the notes say it
 GRADER_ERROR = "grader error"  # the grading failed, not the submission: no score; grade it again once fixed
@@ -181,7 +185,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         try:
             # The page is made in the same nbgrader process, once the autograde has succeeded (pipeline.THEN).
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
-                               env={**(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts),
+                               env={**FIGURES_UNDRAWN, **(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts),
                                     ANSWERS_VARIABLE: str(answers)},
                                timeout=max(1.0, timeout - (time.monotonic() - start)),
                                then=("generate_feedback", entry.assignment, f"--student={entry.student}", "--force"))

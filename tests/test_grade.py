@@ -369,12 +369,32 @@ class _FakeGroup:
 
     folders: list[Path] = []
     removed = 0
+    kills = reached = 0  # what oom_kills and limit_reached say
 
     def oom_kills(self) -> int:
-        return 0
+        return self.kills
+
+    def limit_reached(self) -> int:
+        return self.reached
 
     def remove(self) -> None:
         _FakeGroup.removed += 1
+
+
+@pytest.mark.parametrize(("kills", "reached", "note"), [
+    (1, 1, "stopped (the memory of its kernel"), (0, 3, "stopped at its time limit, slowed at the memory bound"),
+    (0, 0, None)])
+def test_a_box_says_when_its_memory_bound_was_reached(kills: int, reached: int, note: str | None,
+                                                      tmp_path: Path) -> None:
+    """An out-of-memory kill, or the bound reached without one (ranks slowed at the bound until their time limit):
+    the notes say that the submission used more than its memory, and nothing when it did not get there."""
+    import autograder.sandbox as sandbox
+
+    group = _FakeGroup()
+    group.kills, group.reached = kills, reached
+    notes = sandbox.Box(tmp_path, sandbox.Limits(memory_bytes=4 << 30), group).close()
+    assert [n for n in notes if "used more than 4 GB: stopped" in n] == ([] if note is None else notes)
+    assert note is None or note in notes[0]
 
 
 @pytest.mark.parametrize("failing", ["the cgroup", "the kernelspec"])

@@ -275,6 +275,12 @@ class Box:
             if self.group is not None and self.group.oom_kills():
                 notes.append(f"used more than {self.limits.memory_words()}: stopped (the memory of its kernel and "
                              "ranks together is bounded)")
+            elif self.group is not None and self.group.limit_reached():
+                # At the bound the kernel first reclaims what it can (the files its processes run from, among
+                # others), which can slow them to a crawl before anything is killed: they then end at their time
+                # limit, and this says why. A lab's files alone do not get here: its scratch is bounded far lower.
+                notes.append(f"used more than {self.limits.memory_words()}: stopped at its time limit, slowed at "
+                             "the memory bound of its kernel and ranks together")
         finally:
             if self.group is not None:  # None: open failed before it made the cgroup
                 self.group.remove()

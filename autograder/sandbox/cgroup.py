@@ -117,6 +117,13 @@ class Group:
         counts = dict(line.split() for line in text.splitlines() if line.strip())
         return int(counts.get("oom_kill", 0))
 
+    def limit_reached(self) -> int:
+        """How many times the group's memory reached its bound (each time the kernel reclaimed instead of giving)."""
+        if self.version == 2:
+            counts = dict(line.split() for line in self._file("memory.events").read_text().splitlines() if line)
+            return int(counts.get("max", 0))
+        return int(self._file("memory.failcnt").read_text())
+
     def kill_all(self, wait: float = 10.0) -> int:
         """SIGKILL every process in the group until none is left (or `wait` s passed); return how many were killed.
 
