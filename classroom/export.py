@@ -93,26 +93,24 @@ def student_makefile(makefile: str) -> str:
 def student_readme(root: Path = REPO_ROOT) -> str:
     """README.md's title and introduction, EDITION_NOTE, and the STUDENT_SECTIONS of README.md and docs/ in order."""
     intro = re.split(r"^(?=## )", (Path(root) / "README.md").read_text(), flags=re.MULTILINE)[0]
-    sections = {}
-    for name in dict.fromkeys(name for name, _ in STUDENT_SECTIONS):
-        sections |= {(name, title): text for title, text in _sections((Path(root) / name).read_text()).items()}
-    missing = [f"{name}: {title}" for name, title in STUDENT_SECTIONS if (name, title) not in sections]
+    found = {(name, title): text for name in dict.fromkeys(name for name, _ in STUDENT_SECTIONS)
+             for title, text in sections((Path(root) / name).read_text()).items()}
+    missing = [f"{name}: {title}" for name, title in STUDENT_SECTIONS if (name, title) not in found]
     if missing:
         raise PipelineError(f"no section {missing} for the student edition's README")
-    return intro + EDITION_NOTE + "\n" + "".join(sections[part] for part in STUDENT_SECTIONS)
+    return intro + EDITION_NOTE + "\n" + "".join(found[part] for part in STUDENT_SECTIONS)
 
 
-def _sections(markdown: str) -> dict[str, str]:
+def sections(markdown: str) -> dict[str, str]:
     """A document's `## ` sections by title, and the document itself by its `# ` title, every heading one level
     down (a heading is a line that starts with #s and a space, outside a fenced code block)."""
-    sections = {s.splitlines()[0].removeprefix("## ").strip(): s
+    by_title = {s.splitlines()[0].removeprefix("## ").strip(): s
                 for s in re.split(r"^(?=## )", markdown, flags=re.MULTILINE)[1:]}
     if title := re.match(r"# (.+)\n", markdown):
-        fenced = re.split(r"^(```.*\n)", markdown, flags=re.MULTILINE)
-        demoted = "".join(part if i % 4 else re.sub(r"^(#+ )", r"#\1", part, flags=re.MULTILINE)
-                          for i, part in enumerate(fenced))
-        sections[title[1].strip()] = demoted
-    return sections
+        fenced = re.split(r"^(```.*\n)", markdown, flags=re.MULTILINE)  # text, fence, code, fence, text, ...
+        by_title[title[1].strip()] = "".join(part if i % 4 else re.sub(r"^(#+ )", r"#\1", part, flags=re.MULTILINE)
+                                             for i, part in enumerate(fenced))
+    return by_title
 
 
 def leaks(folder: Path) -> list[str]:

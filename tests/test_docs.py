@@ -19,7 +19,7 @@ import pytest
 
 from autograder.pipeline import PipelineError
 from classroom import export
-from tests.common import ROOT
+from tests.common import ASSIGNMENTS, ROOT, lab_params
 
 DOCUMENTS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
 README_MOST_LINES = 150  # the entry page: what the course is, the three doors, the quick start, the labs, what next
@@ -87,6 +87,14 @@ def test_every_document_is_linked_from_the_readme() -> None:
     assert not unlinked, f"README.md's *Where to read next* does not link {unlinked}"
 
 
+@pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
+def test_every_lab_has_its_line(assignment: str) -> None:
+    """A row of README's *The labs* (one line) and of docs/students.md's *The labs in detail*."""
+    for name, section in (("README.md", "The labs"), ("docs/students.md", "The labs in detail")):
+        rows = re.findall(r"^\| `(\w+)`", export.sections((ROOT / name).read_text())[section], re.MULTILINE)
+        assert assignment in rows, f"{name}, *{section}*, has no row for {assignment}"
+
+
 def test_every_link_resolves() -> None:
     problems = [p for where, text in markdown_texts().items() for p in link_problems(where, text)]
     assert not problems, "\n".join(problems)
@@ -133,6 +141,14 @@ def test_every_reference_to_a_section_resolves() -> None:
 def test_a_reference_to_a_moved_section_is_found() -> None:
     assert reference_problems("x.py", '(README, "The grading sandbox") (docs/sandbox.md, "The grading sandbox")') == [
         "x.py: 'README, \"The grading sandbox\"' names no section of README.md"]
+
+
+def test_every_test_a_document_names_exists() -> None:
+    """`test_structure.py::test_points_table_equals_the_nbgrader_points` in CONTRIBUTING's checklist: that test."""
+    missing = [f"{relative(p)}: {m[0]}" for p in DOCUMENTS
+               for m in re.finditer(r"(test_\w+\.py)::(test_\w+)", p.read_text())
+               if not re.search(rf"^def {m[2]}\(", (ROOT / "tests" / m[1]).read_text(), re.MULTILINE)]
+    assert not missing, f"tests named that do not exist: {missing}"
 
 
 def commands(text: str) -> list[str]:
