@@ -84,7 +84,7 @@ test-browser: $(TEST_STAMP)  ## JupyterLab as a student meets it, in headless Ch
 	BROWSER_TEST_REQUIRED=1 $(BIN)/python -m pytest -m browser -rs $(PYTEST_ARGS)
 
 # The GPU-only tests (-m gpu: NCCL itself against utils.nccl_rules' emulation, the launcher's NCCL group) and the
-# grading run with the ranks on the GPUs. The README says what its output should show.
+# grading run with the ranks on the GPUs. docs/testing.md says what its output should show.
 test-gpu: $(TEST_STAMP)  ## on a GPU box: NCCL against the emulation, every lab graded on the GPUs (under 10 min)
 	@$(BIN)/python -c 'import sys, torch; n = torch.cuda.device_count(); sys.exit(0 if n else "make test-gpu: \
 	no CUDA GPU here (torch.cuda.device_count() is 0), so nothing was tested. Run it on a machine with GPUs."); \
@@ -100,7 +100,7 @@ release: $(STAMP)  ## regenerate course/ from solutions/
 autograde: $(STAMP)  ## grade submitted/ (as `make grade` does) into gradebook.db, grades.csv, feedback/ [GRADE_ARGS=...]
 	$(BIN)/python -m autograder autograde $(GRADE_ARGS)
 
-# Both refuse where no sandbox can be made, unless GRADE_ARGS=--no-sandbox (README: "The grading sandbox").
+# Both refuse where no sandbox can be made, unless GRADE_ARGS=--no-sandbox (docs/sandbox.md).
 grade: $(STAMP)  ## grade a class in parallel: make grade [SUBMISSIONS=submitted] [GRADE_ARGS="--out graded"]
 	$(BIN)/python -m autograder grade $(or $(SUBMISSIONS),submitted) $(GRADE_ARGS)
 
@@ -138,7 +138,7 @@ instructor-lab: $(STAMP)  ## JupyterLab on the whole repository with formgrader,
 	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/classroom/instructor" \
 	  $(BIN)/jupyter lab --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS)
 
-# ---- a lab session on one server: JupyterHub for the class of a roster (README: "A lab session on one server")
+# ---- a lab session on one server: JupyterHub for the class of a roster (docs/hub.md)
 # As root on a Linux server. The hub's parts go into the venv only when one of these targets runs: JupyterHub and the
 # idle culler (requirements-hub.txt) and configurable-http-proxy with Node.js 20 from npm (classroom/hub/proxy/, into
 # .venv/hub-proxy/).

@@ -7,7 +7,7 @@ the pinned requirements.txt, environment.yml and pyproject.toml (the install of 
 from this repository's own:
 - Makefile: this Makefile's variables and its set-up, `help`, `lab` and `clean` rules, and a `test` rule that runs
   the visible tests (STUDENT_TEST_RULE): nothing is written twice, so the student's `make lab` is the same;
-- README.md: this README's student sections (STUDENT_SECTIONS), under a note on what the edition is;
+- README.md: the student sections (STUDENT_SECTIONS) of this README and of docs/, under a note on what it is;
 - tests/test_labs.py: classroom/template/student_tests.py, every lab's visible tests as the Validate button runs them.
 Nothing else is copied: solutions/, autograder/, benchmark/, classroom/ and tests/ stay here. `leaks` checks the result.
 """
@@ -30,8 +30,11 @@ STUDENT_TEST_RULE = """\
 test: $(STAMP)  ## every lab's visible tests, as the Validate button runs them (one lab: make test LAB=01)
 \t$(BIN)/python -m pytest tests $(if $(LAB),-k "$(LAB)") $(PYTEST_ARGS)
 """
-STUDENT_SECTIONS = ("Quick start (students)", "The labs", "How ranks run from a notebook", "Conda users",
-                    "Troubleshooting")
+# The student edition's README: these sections, in this order, of README.md and of docs/. A document's own title
+# ("# Troubleshooting") stands for the whole document, its headings one level down.
+STUDENT_SECTIONS = (("README.md", "Quick start (students)"),
+                    ("docs/students.md", "The labs in detail"), ("docs/students.md", "How ranks run from a notebook"),
+                    ("docs/students.md", "Conda users"), ("docs/troubleshooting.md", "Troubleshooting"))
 EDITION_NOTE = """\
 ## This repository
 
@@ -60,7 +63,7 @@ def export(out: Path, root: Path = REPO_ROOT) -> Path:
         source = Path(root) / name
         shutil.copytree(source, out / name, ignore=IGNORED) if source.is_dir() else shutil.copy(source, out / name)
     (out / "Makefile").write_text(student_makefile((Path(root) / "Makefile").read_text()))
-    (out / "README.md").write_text(student_readme((Path(root) / "README.md").read_text()))
+    (out / "README.md").write_text(student_readme(root))
     (out / "tests").mkdir()
     shutil.copy(TEMPLATE / "student_tests.py", out / "tests" / "test_labs.py")
     if found := leaks(out):
@@ -87,14 +90,27 @@ def student_makefile(makefile: str) -> str:
     return "\n\n".join([kept[0], phony, *kept[1:], STUDENT_TEST_RULE.strip()]) + "\n"
 
 
-def student_readme(readme: str) -> str:
-    """The README's title and introduction, EDITION_NOTE, and its STUDENT_SECTIONS (## headings) in their order."""
-    intro, *rest = re.split(r"^(?=## )", readme, flags=re.MULTILINE)
-    sections = {s.splitlines()[0].removeprefix("## ").strip(): s for s in rest}
-    missing = [title for title in STUDENT_SECTIONS if title not in sections]
+def student_readme(root: Path = REPO_ROOT) -> str:
+    """README.md's title and introduction, EDITION_NOTE, and the STUDENT_SECTIONS of README.md and docs/ in order."""
+    intro = re.split(r"^(?=## )", (Path(root) / "README.md").read_text(), flags=re.MULTILINE)[0]
+    found = {(name, title): text for name in dict.fromkeys(name for name, _ in STUDENT_SECTIONS)
+             for title, text in sections((Path(root) / name).read_text()).items()}
+    missing = [f"{name}: {title}" for name, title in STUDENT_SECTIONS if (name, title) not in found]
     if missing:
-        raise PipelineError(f"README.md has no section {missing} for the student edition")
-    return intro + EDITION_NOTE + "\n" + "".join(sections[title] for title in STUDENT_SECTIONS)
+        raise PipelineError(f"no section {missing} for the student edition's README")
+    return intro + EDITION_NOTE + "\n" + "".join(found[part] for part in STUDENT_SECTIONS)
+
+
+def sections(markdown: str) -> dict[str, str]:
+    """A document's `## ` sections by title, and the document itself by its `# ` title, every heading one level
+    down (a heading is a line that starts with #s and a space, outside a fenced code block)."""
+    by_title = {s.splitlines()[0].removeprefix("## ").strip(): s
+                for s in re.split(r"^(?=## )", markdown, flags=re.MULTILINE)[1:]}
+    if title := re.match(r"# (.+)\n", markdown):
+        fenced = re.split(r"^(```.*\n)", markdown, flags=re.MULTILINE)  # text, fence, code, fence, text, ...
+        by_title[title[1].strip()] = "".join(part if i % 4 else re.sub(r"^(#+ )", r"#\1", part, flags=re.MULTILINE)
+                                             for i, part in enumerate(fenced))
+    return by_title
 
 
 def leaks(folder: Path) -> list[str]:

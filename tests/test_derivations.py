@@ -1,7 +1,7 @@
 """Derivations graded as derivations: what a student must derive is printed nowhere in the student edition.
 
-Each entry, in its lab's tests/labs/labNN/derivations.py, names a graded function whose answer is derived (README,
-"Derivation exercises"), the ways its result would be written, and its values at three points of its hidden tests.
+Each entry, in its lab's tests/labs/labNN/derivations.py, names a graded function whose answer is derived
+(docs/derivations.md), the ways its result would be written, and its values at three points of its hidden tests.
 The student edition must hold none of them: the release of its lab (every cell, markdown and code, except the
 exercise's own test cell, which the student is meant to read), the student README, the edition's template files and
 utils/. Each entry must also describe its answer, so that the scan could fail: the solution region computes one of
@@ -75,7 +75,7 @@ def release_cells(derivation: Derivation) -> dict[str, str]:
 
 def student_files() -> dict[str, str]:
     """The student edition's texts beyond the releases: its README, the template's files and utils/."""
-    files = {"README.md (student edition)": student_readme((ROOT / "README.md").read_text())}
+    files = {"README.md (student edition)": student_readme(ROOT)}
     paths = sorted((ROOT / "classroom" / "template").iterdir()) + sorted((ROOT / "utils").glob("*.py"))
     return files | {str(p.relative_to(ROOT)): p.read_text() for p in paths if p.is_file()}
 

@@ -37,8 +37,8 @@ SET_UP_DONE = ("-o", ".venv/.installed")  # make: take the set-up as done, never
 MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")  # how make passes itself on to a child make
 STUDENT_MAKE_VARIABLES = ("LAB", "PYTEST_ARGS")  # what the edition's test rule reads from its caller
 GENERATED = {"Makefile", "README.md", "tests/test_labs.py"}
-# Solution lines that the student edition holds on purpose, each with its reason (README: "What a later lab gives
-# away of an earlier one"). Any other solution line found there is a leak.
+# Solution lines that the student edition holds on purpose, each with its reason (docs/instructors.md: "What a later
+# lab gives away of an earlier one"). Any other solution line found there is a leak.
 HANDED_OUT = {
     # utils.timing.ping_pong_time, which lab 02 calibrates with: lab 00's exercise 0.1 (ping_pong).
     "dist.send(buffer, dst=0)": "lab 00's ping-pong, a tool of lab 02",
@@ -47,7 +47,7 @@ HANDED_OUT = {
     # Idioms: waiting for the requests posted, and a flat view of a contiguous tensor (utils.timing's ring step and
     # utils.halving_doubling's worked all-reduce use them as every lab's solution does). The ring step itself is lab
     # 00's ring_shift recipe and halving-doubling an answer to lab 01's all_reduce, in other lines: both are listed
-    # in the README with what they give away.
+    # in docs/instructors.md with what they give away.
     "for request in requests:": "an idiom",
     "flat = tensor.view(-1)": "an idiom",
 }

@@ -1,7 +1,9 @@
 """Every lab's notebook has the structure nbgrader and the students rely on (fast: nothing is executed).
 
 One parametrized check per rule, over every assignment of solutions/ (a new lab needs no code here):
-- the assignment folder holds only its notebook, committed without outputs;
+- the assignment folder is named NN_topic and holds only its notebook, committed without outputs;
+- the first code cell is the locked setup cell (grade_id `setup`), which sets FAST from COURSE_FAST for the
+  experiments to shrink by;
 - the notebook and its release ask for the course kernel, the one the Makefile installs;
 - nbgrader's metadata is consistent: unique grade_ids, locked test cells, unlocked solution cells;
 - every stub names its exercise and raises NotImplementedError, and every contract docstring stays in the
@@ -24,6 +26,7 @@ import nbformat
 import pytest
 
 from autograder.pipeline import COURSE_KERNELSPEC
+from benchmark.reference import SETUP_CELL
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
@@ -46,6 +49,8 @@ STUB = re.compile(r'raise NotImplementedError\("Exercise (?P<number>\d+\.\d+): (
 EXERCISE = re.compile(r"#\s*Exercise (\d+\.\d+)\b")  # the first line of a test cell names its exercise
 TABLE_ROW = re.compile(r"^\|\s*(\d+\.\d+)\s*\|.*\|\s*([\d\s+]+?)\s*\|\s*$", re.MULTILINE)
 IGNORED = {".ipynb_checkpoints", "__pycache__"}
+FOLDER = re.compile(r"\d\d_[a-z0-9]+(?:_[a-z0-9]+)*")  # NN_topic: NN the lab's number, its marker labNN
+FAST = 'FAST = os.environ.get("COURSE_FAST") == "1"'  # the setup cell's switch; CI's grading runs set COURSE_FAST=1
 
 
 def released(assignment: str) -> dict:
@@ -58,6 +63,46 @@ def lab_number(assignment: str) -> int:
 
 def test_every_lab_is_tested() -> None:
     assert ASSIGNMENTS, "solutions/ holds no assignment: nothing would be graded"
+
+
+@pytest.mark.parametrize("assignment", LABS)
+def test_the_folder_is_named_with_the_labs_number(assignment: str) -> None:
+    """NN_topic: the number orders the labs, names the exercises (N.k) and gives the marker labNN."""
+    assert FOLDER.fullmatch(assignment), f"solutions/{assignment}/ is not named NN_topic (two digits, lower case)"
+
+
+def setup_problems(nb: dict) -> list[str]:
+    """What keeps the notebook's first code cell from being its locked setup cell that sets FAST, and FAST from
+    being used by a later cell."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    if not code or meta(code[0]).get("grade_id") != SETUP_CELL or not meta(code[0]).get("locked"):
+        return [f"the first code cell is not the locked cell with grade_id {SETUP_CELL!r}"]
+    if FAST not in source(code[0]):
+        return [f"the setup cell does not set `{FAST}`"]
+    if not any(re.search(r"\bFAST\b", source(c)) for c in code[1:]):
+        return ["no cell after the setup cell shrinks its experiment with FAST"]
+    return []
+
+
+@pytest.mark.parametrize("assignment", LABS)
+def test_the_setup_cell_comes_first_and_sets_fast(assignment: str) -> None:
+    """The imports every later cell relies on (benchmark/reference.py runs solutions in its namespace), and the
+    switch that shrinks the experiments in CI's grading runs, whose cell limit (tests/grading_run.py) they must
+    meet."""
+    assert not (found := setup_problems(notebook(solution_notebook(assignment)))), f"{assignment}: {found}"
+
+
+def test_a_misnamed_folder_and_a_notebook_without_its_setup_cell_are_refused() -> None:
+    assert [name for name in ("00_ranks", "ring_allreduce", "2_ring", "02_Ring", "02-ring") if FOLDER.fullmatch(name)] \
+        == ["00_ranks"]
+    nb = notebook(solution_notebook(ASSIGNMENTS[0]))
+    setup, *_ = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert setup_problems(nb) == []
+    assert setup_problems({"cells": [setup]}) == ["no cell after the setup cell shrinks its experiment with FAST"]
+    setup["source"] = source(setup).replace(FAST, "FAST = False")
+    assert setup_problems(nb) == [f"the setup cell does not set `{FAST}`"]
+    setup["metadata"]["nbgrader"]["grade_id"] = "imports"
+    assert setup_problems(nb) == ["the first code cell is not the locked cell with grade_id 'setup'"]
 
 
 @pytest.mark.parametrize("assignment", LABS)

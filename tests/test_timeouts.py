@@ -1,8 +1,8 @@
 """The timeout ladder (utils/timeouts.py): every limit in its order, and each place that uses one uses the ladder's.
 
 launch < its watchdog's report < process group < cell < submission, the kill slack after it; the defaults of
-launch(), nbgrader's config, grade_class, the command line and the README are the ladder's; a cell limit at or
-above the submission's is refused, by grade_class and by the command line, before anything runs.
+launch(), nbgrader's config, grade_class, the command line and docs/instructors.md are the ladder's; a cell limit at
+or above the submission's is refused, by grade_class and by the command line, before anything runs.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def test_every_default_is_the_ladders() -> None:
     assert _default(class_run.grade_class, "timeout") == SUBMISSION_S
     assert _default(processes.kill_tagged, "wait") == KILL_WAIT_S
     assert KILL_SLACK == KILL_SLACK_S
-    readme = (ROOT / "README.md").read_text()
-    assert f"(`--timeout`, default {SUBMISSION_S:g} s)" in readme
+    guide = (ROOT / "docs" / "instructors.md").read_text()
+    assert f"(`--timeout`, default {SUBMISSION_S:g} s)" in guide
 
 
 def test_the_command_line_default_is_the_ladders(capsys: pytest.CaptureFixture[str]) -> None:

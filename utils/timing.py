@@ -8,10 +8,10 @@
     slowdown(best_bucket_count, args, simulated_step_time, reference_args)  # a derivation's time budget, on one process
 
 Every clock reading follows utils.launch.synchronize(device): on a GPU a call returns before its work is done.
-Two of these are an earlier lab's answers, handed out on purpose to the labs that measure with them (README,
-"What a later lab gives away"): `ping_pong_time` is lab 00's exercise 0.1 without its argument checks;
-`fit_alpha_beta_log` fits the same line as lab 00's exercise 0.2 by another estimator (least squares on log t),
-which that exercise's contract does not accept.
+Two of these are an earlier lab's answers, handed out on purpose to the labs that measure with them
+(docs/instructors.md, "What a later lab gives away"): `ping_pong_time` is lab 00's exercise 0.1 without its argument
+checks; `fit_alpha_beta_log` fits the same line as lab 00's exercise 0.2 by another estimator (least squares on log
+t), which that exercise's contract does not accept.
 """
 
 from __future__ import annotations

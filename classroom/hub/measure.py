@@ -9,7 +9,7 @@ student's process, each sending 1 MB round a ring ten times and all-reducing it 
 time of each student's launch, fork to results, against one student alone on the same cores in the same run (a
 ratio, rounds interleaved: K = 1, 2, 4, 8, then again). A core serves K students at once when their launches take
 K times as long as one alone (the core is shared fairly, nothing thrashes); the output says how far from that each
-K is, and the CPU time one launch costs, from which the guide in the README is worked out.
+K is, and the CPU time one launch costs, from which the guide in docs/hub.md (*How big a server*) is worked out.
 """
 
 from __future__ import annotations
