@@ -47,7 +47,7 @@ CASES = [
                 'float(others))'),
         replace("save_checkpoint", SHARD_DICT,
                 '"param_groups": state["param_groups"], "extra": extra,\n'
-                '                "params": [p.detach().cpu() for p in zero.params]}  # MUTANT: the whole model'),
+                '                "params": [p.detach().cpu() for p in zero.params]}'),  # the whole model, on every rank
         replace("load_checkpoint", NEW_CUT,
                 "new = range(zero.rank * (numel // zero.world_size), (zero.rank + 1) * (numel // zero.world_size))"),
         replace("capture_state", SAMPLER, "")),
