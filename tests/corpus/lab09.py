@@ -6,7 +6,7 @@ test_killed_rank 2. The three derivations are independent functions; the tests o
 stand-in for save_checkpoint, and those of 9.4 read the files without load_checkpoint, so a fault of one costs only
 its own cells. 9.6's three cells all restart through save and load: a fault of capture_state or restore_state loses
 each cell whose run it changes (the run on another N has no dropout and no noise: only the sampler matters there).
-Faults whose lost cells are disjoint share a submission: two submissions for eight faults.
+Faults whose lost cells are disjoint share a submission: two submissions for ten faults.
 """
 
 from tests.corpus.common import Case, body, chain, replace
@@ -34,6 +34,8 @@ STAGING = "staging = root / f\"{final.name}.incomplete\"  # not a checkpoint's n
 NEW_CUT = "new = shard_range(numel, zero.rank, zero.world_size)  # this rank's part in lab 07's layout on M ranks"
 SAMPLER = '    sampler.epoch, sampler.position = state["epoch"], state["position"]\n'
 PYTHON_RNG = '    random.setstate(state["python"])\n'
+SAME_MODEL = 'if manifest["params"] != params:'
+PUBLISH = "    if publish:\n        zero.publish()\n"
 
 CASES = [
     # 9.1 simulated (loses test_expected_waste through its time budget); 9.3's gathered checkpoint sends all N shards
@@ -59,14 +61,20 @@ CASES = [
                "its position restored?")),
     # 9.2 transcribes Young's interval without its 2 (1/sqrt(2) of the optimum: 6% more waste, and the simulation
     # finds 1.4 times it better); 9.4 writes in place, under the final name (a save that dies leaves a checkpoint
-    # that looks newest and is partial); 9.6 forgets Python's RNG: the noise of the resumed steps differs (the run on
-    # another N draws none, and keeps its points).
-    Case("interval_without_the_2_save_in_place_and_forgotten_python_rng", chain(
+    # that looks newest and is partial); 9.5 takes a checkpoint of another model whose sizes add up, and forgets to
+    # publish what it loaded: the parameters stay those the model was built with (DCP's comparison sees it, and so
+    # does every restart); 9.6 forgets Python's RNG: the noise of the resumed steps differs.
+    Case("interval_without_the_2_save_in_place_any_model_unpublished_load_and_forgotten_python_rng", chain(
         replace("optimal_interval", DALY, "    return math.sqrt(delta * mtbf)  # MUTANT: Young's, without the 2\n"),
         replace("save_checkpoint", STAGING, "staging = final  # MUTANT: written in place"),
+        replace("load_checkpoint", SAME_MODEL, "if False:  # MUTANT: any model"),
+        replace("load_checkpoint", PUBLISH, ""),
         replace("capture_state", PYTHON_RNG, "")),
-         loses={"test_optimal_interval", "test_save_atomic", "test_exact_restart", "test_killed_rank"},
+         loses={"test_optimal_interval", "test_save_atomic", "test_load_errors", "test_load_dcp", "test_exact_restart",
+                "test_restart_other_n", "test_killed_rank"},
          says=("times it wastes",
                "expected step-000000002 alone (a directory gets a checkpoint's name only once it is whole)",
+               "another model: load_checkpoint returned; expected ValueError",
+               "after load_checkpoint, the parameters are not the saved master",
                "Python's RNG draws")),
 ]
