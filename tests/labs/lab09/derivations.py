@@ -1,0 +1,26 @@
+"""Lab 09's derivation exercises: tests/test_derivations.py checks that the student edition prints none of them."""
+
+from tests.labs import Derivation
+
+DERIVATIONS: list[Derivation] = [
+    # 9.1: the waste of checkpointing every tau at cost delta, restart R, Poisson failures of mean M:
+    # 1 - tau / (M e^{R/M} (e^{(tau + delta)/M} - 1)), and its first-order form delta/tau + tau/(2M) + R/M; values at
+    # (3600, 60, 86400, 300), (1, 0.5, 1, 0.5) and (600, 30, 11000, 120).
+    Derivation("09_fault_tolerance", "expected_waste", (
+        "math.exp(restart/mtbf)", "expm1((tau+delta)/mtbf)", "exp((tau+delta)/mtbf)", "e^(tau+delta)/m-1",
+        "e^r/m(e^", "me^r/m", "mathrmexp(tau+delta)/m", "delta/tau+tau/(2m)", "fracdeltatau+fractau2m"),
+        ("0.0404", "0.826", "0.0847")),
+    # 9.2: the job's MTBF M = M_1 / N, Young's sqrt(2 delta M) and Daly's higher-order form; the exact optima of the
+    # hidden tests (30.9 s, 5043 s and 1108 s).
+    Derivation("09_fault_tolerance", "optimal_interval", (
+        "sqrt(2*delta*", "sqrt2deltam", "sqrt(2deltam)", "2*delta*mtbf", "rank_mtbf/world_size", "m_1/n",
+        "fracm_1n", "w_0(-e^", "lambertw"),
+        ("30.9", "5.04e+03", "1.11e+03")),
+    # 9.3: parallel S / B_d; gathered (N - 1) S / B_l + N S / B_d with (N - 1) S held by rank 0; asynchronous S / B_c
+    # and S held; values: the parallel 33.3 s and the gathered 3.53e6 s at S = 1e11, N = 1e5, the gathered 2558 s at
+    # S = 7.3e9, N = 4096.
+    Derivation("09_fault_tolerance", "checkpoint_cost", (
+        "(world_size-1)*shard_bytes", "others/link_bandwidth", "world_size*shard_bytes/disk_bandwidth",
+        "shard_bytes/copy_bandwidth", "(n-1)s/b_l", "ns/b_d", "s/b_c", "frac(n-1)sb_l", "fracnsb_d"),
+        ("33.3", "3.53e+06", "2.56e+03")),
+]
