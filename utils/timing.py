@@ -4,7 +4,7 @@
 
     time_call(dist.all_reduce, x)                    # seconds, all ranks starting together
     shift_time(2**20, iters=10)                      # one ring step of 1 MiB per rank, on every rank
-    interleaved_times({"a": step_a, "b": step_b}, 5)  # {"a": [5 seconds], "b": [...]}, the steps in turns
+    interleaved_times({"a": f, "b": g}, 5)           # {"a": [five times in s], "b": [...]}: the steps in turns
     alpha, beta = fit_alpha_beta_log(sizes, times)   # t(n) = alpha + beta n, a relative fit
 
 Every clock reading follows utils.launch.synchronize(device): on a GPU a call returns before its work is done.
