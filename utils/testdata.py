@@ -1,8 +1,9 @@
-"""Test data whose sums are exact: what lets a distributed result be compared bit for bit with torch's.
+"""Test data whose sums are exact (a distributed result compared bit for bit with torch's), and a rank's share.
 
-    from utils.testdata import DTYPES, sample
+    from utils.testdata import DTYPES, my_share, sample
 
     x = sample((5,), torch.float32, seed=rank)       # exact sums of up to 8 such tensors, in any order
+    my_share(global_x)                               # this rank's rows of a batch that every rank holds whole
 
 A tensor of random floats sums differently in another order of addition (rounding), so a correct all-reduce and
 torch's built-in would differ in the last bits; `sample` draws values whose sums have no rounding at all.
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.distributed as dist
 
 from utils.launch import rank_device
 
-__all__ = ["DTYPES", "sample"]
+__all__ = ["DTYPES", "my_share", "sample"]
 
 DTYPES = (torch.float32, torch.float64, torch.int64)  # the dtypes every collective is tested with
 
@@ -44,3 +46,13 @@ def sample(shape: Sequence[int] | int, dtype: torch.dtype, seed: int, device: to
     else:
         raise ValueError(f"sample makes {[str(d) for d in DTYPES]}, not {dtype}")
     return drawn.to(rank_device() if device is None else device)
+
+
+def my_share(batch: torch.Tensor) -> torch.Tensor:
+    """This rank's rows of a global batch that every rank holds: rows r b to (r + 1) b - 1, b = len(batch) // N.
+
+    A view, no copy. Equal shares only: with N not dividing the batch, the last len(batch) % N rows belong to no
+    rank (the tests' batches divide evenly; lab 03's `shard` is how uneven batches are split). Default group.
+    """
+    b = len(batch) // dist.get_world_size()
+    return batch[dist.get_rank() * b:(dist.get_rank() + 1) * b]

@@ -1,11 +1,11 @@
-"""Timing: one call and one ring step on N ranks, lab 00's ping-pong, the alpha-beta fit, a derivation's budget.
+"""Timing: one call and one ring step on N ranks, steps timed in turns, lab 00's ping-pong, the alpha-beta fit.
 
-    from utils.timing import fit_alpha_beta_log, iters_for, ping_pong_time, shift_time, slowdown, time_call
+    from utils.timing import fit_alpha_beta_log, interleaved_times, iters_for, ping_pong_time, shift_time, time_call
 
     time_call(dist.all_reduce, x)                    # seconds, all ranks starting together
     shift_time(2**20, iters=10)                      # one ring step of 1 MiB per rank, on every rank
+    interleaved_times({"a": f, "b": g}, 5)           # {"a": [five times in s], "b": [...]}: the steps in turns
     alpha, beta = fit_alpha_beta_log(sizes, times)   # t(n) = alpha + beta n, a relative fit
-    slowdown(best_bucket_count, args, simulated_step_time, reference_args)  # a derivation's time budget, on one process
 
 Every clock reading follows utils.launch.synchronize(device): on a GPU a call returns before its work is done.
 Two of these are an earlier lab's answers, handed out on purpose to the labs that measure with them
@@ -17,7 +17,7 @@ t), which that exercise's contract does not accept.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from utils.launch import rank_device, synchronize
 
-__all__ = ["fit_alpha_beta_log", "iters_for", "ping_pong_time", "shift_time", "slowdown", "time_call"]
+__all__ = ["fit_alpha_beta_log", "interleaved_times", "iters_for", "ping_pong_time", "shift_time", "time_call"]
 
 
 def iters_for(nbytes: int, budget: int, lowest: int, highest: int) -> int:
@@ -48,6 +48,25 @@ def time_call(fn: Callable[[torch.Tensor], Any], tensor: torch.Tensor) -> float:
     fn(tensor)
     synchronize(tensor.device)
     return time.perf_counter() - start
+
+
+def interleaved_times(steps: Mapping[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each step() in each of `repeats` rounds, on this rank: {name: [seconds, ...]}.
+
+    A round calls every step once, in order, each after a barrier, so that load from elsewhere slows all of them
+    alike; one untimed round first (a warm-up). Called on every rank; the device is synchronised around each call.
+    """
+    device, times = rank_device(), {name: [] for name in steps}
+    for repetition in range(repeats + 1):  # round 0 is a warm-up
+        for name, step in steps.items():
+            dist.barrier()
+            synchronize(device)
+            start = time.perf_counter()
+            step()
+            synchronize(device)
+            if repetition:
+                times[name].append(time.perf_counter() - start)
+    return times
 
 
 def shift_time(nbytes: int, iters: int) -> float:
@@ -122,21 +141,3 @@ def fit_alpha_beta_log(sizes: Sequence[float], times: Sequence[float], steps: in
         if np.all(np.abs(step) <= 1e-12 * np.abs(x)):
             break
     return float(x[0]), float(x[1])
-
-
-def slowdown(fn: Callable[..., Any], args: Sequence, reference: Callable[..., Any], reference_args: Sequence,
-             calls: int = 20, runs: int = 7) -> float:
-    """How many times as long fn(*args) takes as reference(*reference_args), on this process (no ranks).
-
-    The fastest of `runs` runs of `calls` calls each, for both, interleaved so that a busy moment slows both. A
-    derivation exercise's test holds the student's closed form to a budget in these units, which a search or a
-    simulation exceeds by orders of magnitude (lab 04's 4.1, lab 07's 7.1).
-    """
-    def seconds_per_call(function: Callable[..., Any], arguments: Sequence) -> float:
-        start = time.perf_counter()
-        for _ in range(calls):
-            function(*arguments)
-        return (time.perf_counter() - start) / calls
-
-    timed = [(seconds_per_call(fn, args), seconds_per_call(reference, reference_args)) for _ in range(runs)]
-    return min(yours for yours, _ in timed) / min(ours for _, ours in timed)

@@ -11,10 +11,11 @@ DERIVATIONS: list[Derivation] = [
         "(int(n)-1)*piece_bytes", "n(n-1)pieces", "n*(n-1)pieces"),
         ("4.07e+11", "1.23e+12", "6.27e+16")),
     # 1.9: the fewest messages, N - 1 for a rooted collective and 2 (N - 1) for the three whose every result depends
-    # on every rank (section 5's bound 3 counts 2 (N - 1) messages for one position of an all-reduce: the step left to
-    # the student is that one message may carry every position, and that AllGather and ReduceScatter need as many);
+    # on every rank, and its argument, bound 3's (section 5 states bound 3 in bytes and asks why: its count of
+    # 2 (N - 1) messages for one position, N - 1 distinct senders and receivers, is in the instructor cell of 1.9);
     # values at (all_reduce, 9973), (gather, 7919) and (reduce_scatter, 7333).
     Derivation("01_collectives", "minimum_messages", (
-        "2*(int(n)-1)", "2n-2", "2*n-2", "2*(n-1)messages", "2(n-1)messagesintotal", "2(n-1)messagesinall"),
+        "2*(int(n)-1)", "2n-2", "2*n-2", "2*(n-1)messages", "2(n-1)messagesintotal", "2(n-1)messagesinall",
+        "2(n-1)differentmessages", "n-1distinctsenders", "n-1distinctreceivers"),
         ("1.99e+04", "7.92e+03", "1.47e+04")),
 ]

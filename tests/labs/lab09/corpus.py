@@ -53,12 +53,11 @@ CASES = [
         replace("load_checkpoint", NEW_CUT,
                 "new = range(zero.rank * (numel // zero.world_size), (zero.rank + 1) * (numel // zero.world_size))"),
         replace("capture_state", SAMPLER, "")),
-         loses={"test_expected_waste", "test_checkpoint_cost", "test_save_shards", "test_load_reshard",
-                "test_exact_restart", "test_restart_other_n", "test_killed_rank"},
          says=("times as long as one_exp (allowed: 50): derive the waste, do not simulate it",
                "checkpoint_cost(3000, 3, 1000.0, 2000.0, 5000.0)['gathered']: the schedule gives",
-               "more than this rank's shard written?",
-               "its position restored?")),
+               "more than this rank's shard written?", "its position restored?"),
+         loses={"test_expected_waste", "test_checkpoint_cost", "test_save_shards", "test_load_reshard",
+                "test_exact_restart", "test_restart_other_n", "test_killed_rank"}),
     # 9.2 transcribes Young's interval without its 2 (1/sqrt(2) of the optimum: 6% more waste, and the simulation
     # finds 1.4 times it better); 9.4 writes in place, under the final name (a save that dies leaves a checkpoint
     # that looks newest and is partial); 9.5 takes a checkpoint of another model whose sizes add up, and forgets to
