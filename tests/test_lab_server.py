@@ -62,13 +62,14 @@ ROOT_NOTE = "running as root"  # what `make lab` says when it passes --allow-roo
 
 
 @contextlib.contextmanager
-def make_lab(tmp: Path, repo: Path = REPO, target: str = "lab", make_options: tuple[str, ...] = ()):
+def make_lab(tmp: Path, repo: Path = REPO, target: str = "lab", make_options: tuple[str, ...] = (),
+             env: Mapping[str, str] | None = None):
     """`make lab` (or `target`) of `repo` on a free port: yields (Lab, its log). No --allow-root is passed: as root,
-    `make lab` must add it by itself."""
+    `make lab` must add it by itself. `env` is added to its environment (serve())."""
     def command(lab_args: str) -> list[str]:
         return ["make", *make_options, target, f"LAB_ARGS={lab_args}"]
 
-    with serve(tmp, command, f"`make {target}`", cwd=repo) as (server, log):
+    with serve(tmp, command, f"`make {target}`", env=env, cwd=repo) as (server, log):
         yield server, log
 
 
