@@ -20,10 +20,14 @@ INSTRUCTOR_LAB_PLUGINS := @jupyter/nbgrader:formgrader @jupyter/nbgrader:course-
 CLASS_SERVER_EXTS      := nbgrader.server_extensions.assignment_list
 CLASS_LAB_PLUGINS      := @jupyter/nbgrader:assignment-list @jupyter/nbgrader:menu
 # The course's JupyterLab settings, in the venv: one kernel, the course's (the notebooks ask for it, the launcher
-# offers only it), and no "get notified about official Jupyter news?" pop-up on a student's first visit.
+# offers only it), no "get notified about official Jupyter news?" pop-up on a student's first visit, and the course's
+# CSS for nbgrader's Validate dialog and Assignments tab (jupyter/custom/custom.css). JupyterLab links custom.css
+# where LabApp.custom_css is on, and jupyter_server looks for it in the user's Jupyter folder (custom/), then in its
+# own static/custom/ folder, inside the venv: make puts it there (LAB_CSS).
 KERNEL_CONFIG   := {"KernelSpecManager": {"allowed_kernelspecs": ["ddp-course"]}, \
-                    "MultiKernelManager": {"default_kernel_name": "ddp-course"}}
+                    "MultiKernelManager": {"default_kernel_name": "ddp-course"}, "LabApp": {"custom_css": true}}
 LAB_SETTINGS    := {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
+LAB_CSS         := $(VENV)/lib/python3.11/site-packages/jupyter_server/static/custom/custom.css
 
 .PHONY: help lab class-lab test test-fast test-browser test-gpu lint release autograde grade feedback bench clean
 
@@ -32,7 +36,7 @@ help:  ## list the targets
 
 # The environment is rebuilt only when a file that defines it changes, so a second run installs nothing.
 # Jupyter's settings go inside the venv (--sys-prefix), never into your home folder.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml jupyter/custom/custom.css
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { \
 	  echo "error: '$(PYTHON)' is missing or is not Python 3.11." >&2; \
 	  echo "Install Python 3.11, or run 'make PYTHON=/path/to/python3.11 ...'." >&2; exit 1; }
@@ -50,6 +54,7 @@ $(STAMP): requirements.txt pyproject.toml
 	echo '$(KERNEL_CONFIG)' > $(VENV)/etc/jupyter/jupyter_server_config.json
 	mkdir -p $(VENV)/share/jupyter/lab/settings/overrides.d
 	echo '$(LAB_SETTINGS)' > $(VENV)/share/jupyter/lab/settings/overrides.d/ddp-course.json
+	install -D -m 644 jupyter/custom/custom.css $(LAB_CSS)
 	@# The exchange of a class on this machine (make release-lab, make class-lab): inside the venv, nothing leaves the repo.
 	mkdir -p $(EXCHANGE)/exchange $(EXCHANGE)/cache
 	printf 'c.Exchange.root = "%s/exchange"\nc.Exchange.cache = "%s/cache"\n' $(EXCHANGE) $(EXCHANGE) \

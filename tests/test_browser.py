@@ -14,6 +14,7 @@ BROWSER_TEST_REQUIRED=1, and then a missing Chromium is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -29,7 +30,7 @@ import pytest
 from autograder.pipeline import COURSE_KERNELSPEC
 from tests.common import ASSIGNMENTS, COURSE, graded_cells, meta
 from tests.corpus.common import solution_notebook
-from tests.test_lab_server import Lab, serve
+from tests.test_lab_server import Lab, make_lab, serve
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 HOW_TO_ENABLE = "install Chromium (Debian/Ubuntu: apt-get install chromium) or set CHROMIUM=/path/to/chrome"
@@ -188,21 +189,38 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium: str, server: Lab, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
-    from playwright.sync_api import sync_playwright
-
+def shots(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The folder of the screenshots, printed at the start."""
     shots = tmp_path_factory.mktemp("browser-screenshots")
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print(f"\n  browser test: a screenshot after every step in {shots}", flush=True)
+    return shots
+
+
+@pytest.fixture(scope="module")
+def headless(chromium: str):
+    """The headless Chromium that every page of the module opens in."""
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
-        headless = playwright.chromium.launch(executable_path=chromium)
+        launched = playwright.chromium.launch(executable_path=chromium)
         try:
-            page = headless.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{server.url}/lab?reset&token={server.token}")  # a fresh workspace: only the launcher
-            yield Browser(page, shots)
+            yield launched
         finally:
-            headless.close()
+            launched.close()
+
+
+def open_lab(headless, server: Lab, shots: Path) -> Browser:
+    """A new page on the server's JupyterLab, in a fresh workspace (only the launcher)."""
+    page = headless.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server.url}/lab?reset&token={server.token}")
+    return Browser(page, shots)
+
+
+@pytest.fixture(scope="module")
+def browser(headless, server: Lab, shots: Path) -> Browser:
+    return open_lab(headless, server, shots)
 
 
 @pytest.fixture(autouse=True)
@@ -256,20 +274,78 @@ def test_lab_00_runs_until_its_first_exercise(browser: Browser) -> None:
         f"the first frame is not the student's, or the launcher's frames are shown:\n{shown}")
 
 
-def validate(browser: Browser, panel) -> str:
-    """Press Validate in the notebook's toolbar; return the text of the dialog that answers, and close it."""
+# The course's stylesheet (jupyter/custom/custom.css) on or off in the page; returns how many it found (1).
+COURSE_CSS = """off => [...document.styleSheets].filter(s => s.href && s.href.endsWith('/custom/custom.css'))
+    .map(s => { s.disabled = off; }).length"""
+
+
+@contextlib.contextmanager
+def without_course_css(page) -> Iterator[None]:
+    """The page as nbgrader alone styles it (the course's stylesheet off): a check must fail there, which shows that
+    it can fail and that the course's CSS is what makes it pass."""
+    assert page.evaluate(COURSE_CSS, True) == 1, "the page does not link the course's custom/custom.css"
+    try:
+        yield
+    finally:
+        page.evaluate(COURSE_CSS, False)
+
+
+# The box that CSS generates before the Validate button's label, whether it is a visible size, and whether it moves:
+# the course's spinner while nbgrader has the button disabled.
+SPINNER = """label => {
+    const before = getComputedStyle(label, '::before');
+    return {content: before.content, width: parseFloat(before.width) || 0, height: parseFloat(before.height) || 0,
+            animation: before.animationName, playing: before.animationPlayState};
+}"""
+
+
+def spinning(box: dict) -> bool:
+    return (box["content"] != "none" and min(box["width"], box["height"]) >= 8 and box["animation"] != "none"
+            and box["playing"] == "running")
+
+
+# The elements of Validate's report whose content is wider than they are, i.e. that scroll or cut it sideways, each
+# with its longest line.
+OVERFLOWING = """dialog => [dialog.querySelector('.jp-Dialog-body'),
+                               ...dialog.querySelectorAll('#validation-message pre')]
+    .filter(e => e.scrollWidth > e.clientWidth)
+    .map(e => `${e.tagName}, ${e.scrollWidth} px of content in ${e.clientWidth} px: ` +
+              e.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a))"""
+
+
+def validate(browser: Browser, panel, long_lines: bool = False) -> str:
+    """Press Validate in the notebook's toolbar; return the text of the dialog that answers, and close it.
+
+    While it runs, a spinner turns before the button's label; no line of the dialog is wider than the dialog.
+    `long_lines`: the report holds lines that nbgrader alone would cut (checked), so the wrapping is put to work."""
     panel.locator(".jp-Toolbar").get_by_text("Validate", exact=True).click()
+    # nbgrader 0.9.6 disables its <jp-button> at once, and says "Validating..." once the notebook is saved
+    busy = panel.locator(".jp-Toolbar jp-button.validate-button[disabled]", has_text="Validating")
+    busy.wait_for()
+    browser.screenshot("validating")
+    label = busy.locator(".jp-ToolbarButtonComponent-label")
+    spinner = label.evaluate(SPINNER)
+    with without_course_css(browser.page):
+        spinner_without_css = label.evaluate(SPINNER)
     dialog = browser.page.locator(".jp-Dialog", has_text="Validation Results")
     dialog.wait_for(timeout=RUN_TIMEOUT_MS)
     browser.screenshot("validate-dialog")
+    cut = dialog.evaluate(OVERFLOWING)
+    with without_course_css(browser.page):
+        cut_without_css = dialog.evaluate(OVERFLOWING)
     text = dialog.inner_text()
-    browser.page.keyboard.press("Escape")
+    browser.page.keyboard.press("Escape")  # closed before any check fails: the next step starts on a clear page
     dialog.wait_for(state="detached")
+    assert spinning(spinner), f"while Validate runs, only the button's label shows it: the box before it is {spinner}"
+    assert not spinning(spinner_without_css), "a spinner turns without the course's CSS"
+    assert not cut, "lines of the Validate dialog run past its width (it scrolls sideways):\n" + "\n".join(cut)
+    assert cut_without_css or not long_lines, "no line of the report is wider than the dialog without the CSS"
     return text
 
 
 def test_validate_lists_every_exercise_of_an_untouched_notebook(browser: Browser) -> None:
-    text = validate(browser, browser.open(notebook_path(LAB_00)))
+    """Its tracebacks hold lines wider than the dialog: they wrap."""
+    text = validate(browser, browser.open(notebook_path(LAB_00)), long_lines=True)
     tests = graded_cells(nbformat.read(COURSE / notebook_path(LAB_00), as_version=4)).values()
     missing = sorted(cell.source.splitlines()[0] for cell in tests if cell.source.splitlines()[0] not in text)
     assert text.count("The following cell failed") == len(tests) and not missing, (
@@ -340,3 +416,44 @@ def test_no_news_pop_up(browser: Browser) -> None:
     """JupyterLab asks about "official Jupyter news" in a toast that stays until answered; the course turns it off."""
     toasts = browser.page.locator(".jp-toast-message").all_inner_texts()
     assert not [t for t in toasts if "news" in t.lower()], f"pop-ups: {toasts}"
+
+
+# ---- a class's JupyterLab: the Assignments tab ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def class_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """`make class-lab` (the Assignments tab on), on an exchange of its own that holds nothing yet, whatever the
+    venv's exchange holds: its nbgrader_config.py goes into the user's Jupyter folder (serve() makes it in the
+    temporary folder), which then comes before the venv's (in a venv, Jupyter ranks the venv's folder first unless
+    JUPYTER_PREFER_ENV_PATH=0)."""
+    tmp = tmp_path_factory.mktemp("class-lab")
+    (tmp / "exchange").mkdir()
+    (tmp / "config").mkdir()
+    (tmp / "config" / "nbgrader_config.py").write_text(
+        f"c.Exchange.root = {str(tmp / 'exchange')!r}\nc.Exchange.cache = {str(tmp / 'cache')!r}\n")
+    with make_lab(tmp, target="class-lab", env={"JUPYTER_PREFER_ENV_PATH": "0"}) as (lab, _):
+        yield lab
+
+
+def test_the_assignment_list_says_what_to_expect_before_a_release(headless, class_lab: Lab, shots: Path) -> None:
+    """Before the instructor releases a lab, nbgrader's tab would say "No courses found." (its course menu) and
+    "There are no assignments to fetch.": the course's CSS says instead that labs appear there once released, and
+    how to get one. What is read is the tab's accessible text (what is shown, the CSS's text included)."""
+    assert class_lab.json("/courses") == {"success": True, "value": []}, "the class's exchange is not empty"
+    student = open_lab(headless, class_lab, shots)
+    try:
+        student.menu("Nbgrader", "Assignment List")
+        tab = student.page.locator("#assignments")
+        tab.locator("#released_assignments_list_placeholder:not([hidden])").wait_for()
+        assert tab.locator("#course_list_default").text_content() == "No courses found.", (
+            "nbgrader's tab is not in the state before a release")
+        student.screenshot("assignment-list-before-a-release")
+        shown = tab.aria_snapshot()
+        assert "No courses found" not in shown and "There are no assignments to fetch" not in shown, shown
+        assert "No lab has been released yet." in shown and "Your instructor releases each lab here." in shown, shown
+        with without_course_css(student.page):
+            assert "No courses found" in tab.aria_snapshot(), "nbgrader alone does not say 'No courses found.'"
+        assert not student.errors, "the browser console logged errors:\n" + "\n".join(student.errors)
+    finally:
+        student.page.close()

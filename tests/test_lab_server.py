@@ -62,13 +62,14 @@ ROOT_NOTE = "running as root"  # what `make lab` says when it passes --allow-roo
 
 
 @contextlib.contextmanager
-def make_lab(tmp: Path, repo: Path = REPO, target: str = "lab", make_options: tuple[str, ...] = ()):
+def make_lab(tmp: Path, repo: Path = REPO, target: str = "lab", make_options: tuple[str, ...] = (),
+             env: Mapping[str, str] | None = None):
     """`make lab` (or `target`) of `repo` on a free port: yields (Lab, its log). No --allow-root is passed: as root,
-    `make lab` must add it by itself."""
+    `make lab` must add it by itself. `env` is added to its environment (serve())."""
     def command(lab_args: str) -> list[str]:
         return ["make", *make_options, target, f"LAB_ARGS={lab_args}"]
 
-    with serve(tmp, command, f"`make {target}`", cwd=repo) as (server, log):
+    with serve(tmp, command, f"`make {target}`", env=env, cwd=repo) as (server, log):
         yield server, log
 
 
@@ -122,7 +123,8 @@ def test_make_lab_passes_no_allow_root_for_an_ordinary_user(tmp_path):
     As `nobody`, `make -n lab` shows the command it would run: without the flag and without the note. (Only the
     dry run, on a world-readable copy of the Makefile and what it depends on: the clone, and the venv's
     interpreter, may be out of an ordinary user's reach.)"""
-    for name in ("Makefile", "requirements.txt", "pyproject.toml"):
+    for name in ("Makefile", "requirements.txt", "pyproject.toml", "jupyter/custom/custom.css"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     tmp_path.chmod(0o755)
     env = dict(os.environ, HOME=str(tmp_path))
@@ -191,6 +193,16 @@ def test_assignment_list_is_off_for_self_study(lab):
 def test_validate_button_has_its_server_side(lab):
     reply = lab.json("/assignments/validate", "POST", {"path": "no-such-notebook.ipynb"})
     assert reply["success"] is False and "no-such-notebook.ipynb" in reply["value"]
+
+
+def test_the_course_css_is_linked_and_served(lab):
+    """jupyter/custom/custom.css styles nbgrader's Validate dialog and Assignments tab (tests/test_browser.py checks
+    what it does): the /lab page links it, and the server serves the repository's copy."""
+    status, html = lab.request("/lab")
+    assert status == 200 and 'href="/custom/custom.css"' in html, "the /lab page does not link custom/custom.css"
+    status, css = lab.request("/custom/custom.css")
+    assert (status, css) == (200, (REPO / "jupyter" / "custom" / "custom.css").read_text()), (
+        f"/custom/custom.css -> {status}, not jupyter/custom/custom.css: run make to install it")
 
 
 @pytest.mark.parametrize("path", ["/formgrader", "/formgrader/api/status", "/formgraders"])
