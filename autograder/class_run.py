@@ -12,7 +12,7 @@ Each submission is graded by its own `nbgrader autograde` in its own temporary c
 of the registered gradebook), so K workers never share an sqlite file; the parent merges every worker's
 gradebook into DIR/gradebook.db as results arrive, one at a time. A submission that runs past its wall-clock
 limit is stopped with its whole process tree: nbgrader, its kernel and every rank the kernel forked
-(autograder/processes.py). One submission is graded by autograder/grade.py, and the reports are written by
+(nbplumbing/processes.py). One submission is graded by autograder/grade.py, and the reports are written by
 autograder/reports.py.
 
 Out (DIR, default ./graded): gradebook.db, grades.csv, lms-grades.csv, autograded/,
@@ -50,7 +50,10 @@ from autograder.grade import (
     prepare_template,
 )
 from autograder.gradebook import LOGS
-from autograder.pipeline import (
+from autograder.reports import result_of, row_of, write_feedback
+from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
+from autograder.scrub import assignment_answers
+from nbplumbing.adapter import (
     REPO_ROOT,
     PipelineError,
     assignment_names,
@@ -59,10 +62,7 @@ from autograder.pipeline import (
     nbgrader_config,
     notebook_names,
 )
-from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
-from autograder.reports import result_of, row_of, write_feedback
-from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
-from autograder.scrub import assignment_answers
+from nbplumbing.processes import RUN_VARIABLE, kill_tagged, new_tag
 from utils.timeouts import SUBMISSION_S
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -219,7 +219,7 @@ def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], temp
                env: Mapping[str, str] | None, progress: Callable[[str], None], sandbox: Limits | None) -> None:
     """Grade `todo` on `workers` threads into out, adding to `results`; on Ctrl-C stop everything, then re-raise.
 
-    Every process of the run carries the run's tag (autograder.processes), so that an interrupt finds and stops
+    Every process of the run carries the run's tag (nbplumbing.processes), so that an interrupt finds and stops
     the nbgrader, the kernel and the ranks of every submission being graded, wherever they are.
     """
     tag_env = new_tag(RUN_VARIABLE)  # {RUN_VARIABLE: this run's tag}: every process of every submission inherits it

@@ -6,7 +6,7 @@ its own, within the submission's time limit; never raises (a broken submission m
 
 A class run (autograder/class_run.py) finds the entries and grades them in parallel; autograder/reports.py writes
 what a result says. Tampering is looked for before a submission runs (autograder/tamper.py), and a submission that
-runs past its limit is stopped with its whole process tree (autograder/processes.py).
+runs past its limit is stopped with its whole process tree (nbplumbing/processes.py).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import gradebook
-from autograder.cells import meta
 from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, VERDICTS_VARIABLE
 from autograder.flags import find_flags
-from autograder.pipeline import (
+from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
+from autograder.scrub import assignment_answers, scrub
+from autograder.tamper import find_tampering, reported_by_nbgrader
+from nbplumbing.adapter import (
     REPO_ROOT,
     PipelineError,
     course_dir,
@@ -32,9 +34,7 @@ from autograder.pipeline import (
     read_score,
     run_nbgrader,
 )
-from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
-from autograder.scrub import assignment_answers, scrub
-from autograder.tamper import find_tampering, reported_by_nbgrader
+from nbplumbing.cells import meta
 from utils.timeouts import check_grading_limits
 
 # What nbgrader's exchange puts beside a submitted notebook: when it was submitted (late penalties) and the secret
@@ -71,7 +71,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)  # for an instructor to review (autograder/flags.py, not run)
     root: Path | None = None  # the worker's course root (removed once merged)
-    tag: str = ""  # the tag of its processes (autograder.processes)
+    tag: str = ""  # the tag of its processes (nbplumbing.processes)
     fingerprint: str = ""  # of the submission's files (a resumed run keeps the result while they are unchanged)
 
 

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.pipeline import PipelineError
+from nbplumbing.adapter import PipelineError
 
 # The rows that describe the assignments, as generate_assignment writes them, and the columns that point at them.
 TEMPLATE_TABLES = ("assignment", "notebook", "base_cell", "grade_cells", "solution_cells", "task_cells", "source_cell")

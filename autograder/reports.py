@@ -16,9 +16,9 @@ from pathlib import Path
 
 from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result
 from autograder.gradebook import LOGS
-from autograder.pipeline import course_dir, run_nbgrader
 from autograder.sandbox import NOT_SANDBOXED
-from autograder.scrub import ANSWERS_VARIABLE
+from autograder.scrub import ANSWERS_VARIABLE, assignment_answers
+from nbplumbing.adapter import NbgraderRun, PipelineError, assignment_names, course_dir, run_nbgrader
 
 NO_PAGE = ("no feedback page could be made from the graded notebook (nbgrader's generate_feedback failed on it; "
            "grading-logs/feedback.log says why): the score stands")
@@ -32,12 +32,8 @@ def write_feedback(results: list[Result], out: Path, answers: dict[str, list[str
     report: the report pages are written whatever happened.
     """
     if any(r.status == GRADED for r in results):
-        with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
-            json.dump(answers or {}, lines)
-            lines.flush()
-            run = run_nbgrader("generate_feedback", "*", "--force",
-                               f"--CourseDirectory.source_directory={work_source(out)}", root=out, check=False,
-                               env={ANSWERS_VARIABLE: lines.name})
+        run = generate_feedback(out, answers or {}, f"--CourseDirectory.source_directory={work_source(out)}",
+                                check=False)
         if run.returncode != 0:
             (out / LOGS).mkdir(exist_ok=True)
             (out / LOGS / "feedback.log").write_text(run.log)
@@ -54,6 +50,27 @@ def write_feedback(results: list[Result], out: Path, answers: dict[str, list[str
             f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(r.assignment)}</title></head>"
             f"<body><h1>{html.escape(r.assignment)}: {_score_words(r)} ({r.status})</h1>"
             f"<ul>{body}</ul></body></html>\n")
+
+
+def regenerate_feedback(root: Path) -> list[Path]:
+    """Write HTML feedback for everything in the course root's autograded/ into its feedback/ (`python -m autograder
+    feedback`), with no line of the answers in any output; return the files written."""
+    autograded = course_dir(root, "autograded")
+    if not any(autograded.glob("*/*/*.ipynb")):
+        raise PipelineError(f"nothing autograded in {autograded}: run the autograde first")
+    answers = assignment_answers(course_dir(root, "source"), course_dir(root, "release"), assignment_names(root))
+    generate_feedback(root, answers)
+    return sorted(course_dir(root, "feedback").glob("*/*/*.html"))
+
+
+def generate_feedback(root: Path, answers: dict[str, list[str]], *args: str, check: bool = True) -> NbgraderRun:
+    """nbgrader generate_feedback of every graded submission of a course root, with `answers` (assignment -> answer
+    lines, autograder/scrub.py) hidden from every output; how it ended (NbgraderError, with `check`, on failure)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
+        json.dump(answers, lines)
+        lines.flush()
+        return run_nbgrader("generate_feedback", "*", "--force", *args, root=root, check=check,
+                            env={ANSWERS_VARIABLE: lines.name})
 
 
 def _score_words(r: Result) -> str:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from autograder.cells import meta
 from classroom.export import student_readme
+from nbplumbing.cells import meta
 from tests.common import ROOT, lab_marker, lab_params, notebook
 from tests.corpus.common import HIDDEN, SOLUTION, cells, solution_notebook
 

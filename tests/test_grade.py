@@ -29,10 +29,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import SAWarning
 
-from autograder import class_run, flags, grade, gradebook, pipeline, reports, scrub
+from autograder import class_run, flags, grade, gradebook, reports, scrub
 from autograder.__main__ import main
-from autograder.pipeline import PipelineError
-from autograder.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
+from nbplumbing import adapter
+from nbplumbing.adapter import PipelineError
+from nbplumbing.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
@@ -131,8 +132,8 @@ def test_feedback_shows_failures_but_no_hidden_test(grading: GradingRun, assignm
     for (a, student), r in grading.results.items():
         if a != assignment or r.status != grade.GRADED:
             continue
-        feedback = pipeline.course_dir(grading.out, "feedback") / student / assignment
-        for path in sorted((pipeline.course_dir(grading.out, "autograded") / student / assignment).glob("*.ipynb")):
+        feedback = adapter.course_dir(grading.out, "feedback") / student / assignment
+        for path in sorted((adapter.course_dir(grading.out, "autograded") / student / assignment).glob("*.ipynb")):
             nb, page = notebook(path), feedback / f"{path.stem}.html"
             raw, text = page.read_text(), page_text(page)
             lines = text_lines(text)
@@ -178,13 +179,13 @@ def empty_gradebook() -> bytes:
         return Path(tmp, "gradebook.db").read_bytes()
 
 
-def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.NbgraderRun:
+def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> adapter.NbgraderRun:
     from nbgrader.api import Gradebook
 
     if command == "generate_assignment":
         (root / "gradebook.db").write_bytes(empty_gradebook())
-    course_id = pipeline.nbgrader_config().CourseDirectory.course_id
-    with warnings.catch_warnings(), Gradebook(pipeline.gradebook_url(root), course_id) as gb:
+    course_id = adapter.nbgrader_config().CourseDirectory.course_id
+    with warnings.catch_warnings(), Gradebook(adapter.gradebook_url(root), course_id) as gb:
         if command == "generate_assignment":
             gb.add_assignment(TINY)
             gb.add_notebook(TINY, TINY)
@@ -201,7 +202,7 @@ def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.Nb
                 grade_row.auto_score = CELLS[cell] * ((sum(map(ord, student)) + len(submitted) + i) % 2)
             gb.db.commit()
             shutil.copytree(root / "submitted" / student, root / "autograded" / student)
-    return pipeline.NbgraderRun(0, "", "")
+    return adapter.NbgraderRun(0, "", "")
 
 
 @pytest.fixture
@@ -314,7 +315,7 @@ def test_ctrl_c_stops_every_submission_and_keeps_the_graded(grading: GradingRun,
     out = tmp_path / "out"
     log = (tmp_path / "grade.log").open("w+")
     proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(tmp_path / "submissions"), "--out",
-                             str(out), "--workers", "2", "--fast"], cwd=pipeline.REPO_ROOT, stdout=log,
+                             str(out), "--workers", "2", "--fast"], cwd=adapter.REPO_ROOT, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline, kernel = time.monotonic() + 120, None
@@ -405,7 +406,7 @@ def test_a_box_that_fails_to_open_leaves_no_socket_folder_or_cgroup(failing: str
 def test_solutions_and_releases_are_not_flagged(assignment: str) -> None:
     """Every construct autograder/flags.py flags is one no exercise needs: neither the solution (as a student who
     solved everything submits it) nor the untouched release is flagged."""
-    [path] = sorted((pipeline.course_dir(ROOT, "release") / assignment).glob("*.ipynb"))
+    [path] = sorted((adapter.course_dir(ROOT, "release") / assignment).glob("*.ipynb"))
     release = notebook(path)
     solution = corpus.common.released(notebook(corpus.common.solution_notebook(assignment)))
     assert flags.find_flags(solution, release, path.name) == []
@@ -479,21 +480,21 @@ def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
     their pages, the failed one's report says so, every report is written, and nbgrader's log is kept."""
     made = []
 
-    def generate_feedback(command: str, *args: str, root: Path, env: dict, check: bool) -> pipeline.NbgraderRun:
+    def generate_feedback(command: str, *args: str, root: Path, env: dict, check: bool) -> adapter.NbgraderRun:
         assert command == "generate_feedback" and not check
         assert json.loads(Path(env[scrub.ANSWERS_VARIABLE]).read_text()) == {"a": ["a line of the answers"]}
-        page = pipeline.course_dir(root, "feedback") / "good" / "a" / "nb.html"
+        page = adapter.course_dir(root, "feedback") / "good" / "a" / "nb.html"
         page.parent.mkdir(parents=True)
         page.write_text("<html>feedback</html>")
         made.append(page)
-        return pipeline.NbgraderRun(1, "ValueError: missing attachment: pingpong.png", "")
+        return adapter.NbgraderRun(1, "ValueError: missing attachment: pingpong.png", "")
 
     monkeypatch.setattr(reports, "run_nbgrader", generate_feedback)
     results = [grade.Result(s, "a", grade.GRADED, 1.0, 2.0, 1.0) for s in ("bad", "good")]
     reports.write_feedback(results, tmp_path, {"a": ["a line of the answers"]})
     assert made and [r.notes for r in results] == [[reports.NO_PAGE], []]
     for student in ("bad", "good"):
-        page = pipeline.course_dir(tmp_path, "feedback") / student / "a" / "grading_report.html"
+        page = adapter.course_dir(tmp_path, "feedback") / student / "a" / "grading_report.html"
         assert page.is_file() and ("could be made" in page.read_text()) == (student == "bad")
     assert "missing attachment" in (tmp_path / gradebook.LOGS / "feedback.log").read_text()
 

@@ -26,10 +26,10 @@ import pytest
 from autograder import class_run, grade, sandbox
 from autograder.execution import MARKER, OUTPUT_CAP
 from autograder.gradebook import CSV_NAME, read_rows
-from autograder.pipeline import PipelineError, course_dir
 from autograder.reports import row_of, summary
 from autograder.sandbox import landlock
-from autograder.sandbox.cgroup import Group
+from nbplumbing.adapter import PipelineError, course_dir
+from nbplumbing.cgroup import Group
 from tests.common import ROOT, GradingRun, autograded
 from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
 from tests.corpus.hostile import ASSIGNMENT, FLOOD_WORD, REPORT, SANDBOX_LIMITS, TOKEN

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import COURSE_KERNELSPEC
+from nbplumbing.adapter import COURSE_KERNELSPEC
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
