@@ -1,6 +1,8 @@
-"""What a grading run reports: the feedback pages, the rows of grades.csv, the score table and the summary line.
+"""What a grading run reports: the feedback pages, the rows of grades.csv, the records of the results, the score
+table and the summary line.
 
     write_feedback(results, out)       # out/feedback/<student>/<assignment>/: nbgrader's HTML and grading_report.html
+    write_records(results, out)        # out/grading-records/<student>/<assignment>.json, read back by read_records
     print(format_table(results)); print(summary(results))
 
 Used by a class run (autograder/class_run.py) as each submission finishes and at its end; the gradebook and the
@@ -12,14 +14,16 @@ from __future__ import annotations
 import html
 import json
 import tempfile
+from dataclasses import fields
 from pathlib import Path
 
-from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result
-from autograder.gradebook import LOGS
+from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result, Status
+from autograder.gradebook import LOGS, RECORDS
 from autograder.sandbox import NOT_SANDBOXED
 from autograder.scrub import ANSWERS_VARIABLE, assignment_answers
 from nbplumbing.adapter import NbgraderRun, PipelineError, assignment_names, course_dir, run_nbgrader
 
+WORKER_FIELDS = ("root", "tag")  # a Result's fields that only its worker needs
 NO_PAGE = ("no feedback page could be made from the graded notebook (nbgrader's generate_feedback failed on it; "
            "grading-logs/feedback.log says why): the score stands")
 
@@ -94,13 +98,30 @@ def row_of(r: Result) -> dict[str, str]:
             "flagged": "; ".join(r.flagged), "notes": "; ".join(r.notes), "fingerprint": r.fingerprint}
 
 
-def result_of(row: dict[str, str]) -> Result:
-    """A row of grades.csv as a result again (for a resumed run)."""
-    split = lambda text: text.split("; ") if text else []  # noqa: E731
-    return Result(row["student"], row["assignment"], row["status"], float(row["score"] or 0),
-                  float(row["max_score"]), float(row["seconds"]), tampered=split(row["tampered"]),
-                  notes=split(row["notes"]), flagged=split(row.get("flagged", "")),
-                  fingerprint=row.get("fingerprint", ""))
+def write_records(results: list[Result], out: Path) -> None:
+    """Write each result whole, as out/RECORDS/<student>/<assignment>.json: what a resumed run reads back
+    (read_records), field by field, where grades.csv joins lists into one text. A worker's own fields (its course
+    root and process tag, gone once its result is merged) are left out."""
+    for r in results:
+        path = out / RECORDS / r.student / f"{r.assignment}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {f.name: getattr(r, f.name) for f in fields(Result) if f.name not in WORKER_FIELDS}
+        tmp = path.with_suffix(".tmp")  # written whole, then renamed: an interrupted run never leaves half a record
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(path)
+
+
+def read_records(out: Path) -> list[Result]:
+    """The results recorded in out by write_records, as they were written; a record that cannot be read as a result
+    (from another version of the grader) is passed over, so that its submission is graded again."""
+    results = []
+    for path in sorted((out / RECORDS).glob("*/*.json")):
+        try:
+            record = json.loads(path.read_text())
+            results.append(Result(**{**record, "status": Status(record["status"])}))
+        except (ValueError, TypeError, KeyError):
+            continue
+    return results
 
 
 def format_table(results: list[Result]) -> str:

@@ -219,8 +219,8 @@ def tiny_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
         (subs / student / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
     monkeypatch.setattr(grade, "run_nbgrader", fake_nbgrader)
     monkeypatch.setattr(class_run, "write_feedback", lambda results, out, answers=None: None)  # not the point here
-    monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: (
-        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}, []))
+    monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: grade.Checked(
+        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, []))
     monkeypatch.setattr(grade, "_max_score", lambda template, assignment: sum(CELLS.values()))
     return root, subs, students
 
@@ -275,8 +275,7 @@ def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, 
     root, subs, students = tiny_class
     out = tmp_path / "out"
     first = class_run.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
-    rows = gradebook.read_rows(out / gradebook.CSV_NAME)
-    gradebook.write_rows([r for r in rows if r["student"] != students[0]], out)  # as if stopped before the first
+    (out / gradebook.RECORDS / students[0] / f"{TINY}.json").unlink()  # as if stopped before the first
     changed = subs / students[1] / TINY / f"{TINY}.ipynb"
     changed.write_text(json.dumps({**json.loads(changed.read_text()), "metadata": {"x": 11}}))  # 7 bytes more
     graded: list[str] = []
@@ -451,7 +450,8 @@ def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) ->
         (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
         words = grade.setup_failure(tmp_path)
         assert bool(words) == fault and (not fault or "the locked cell setup of nb.ipynb failed before" in words)
-    r = grade.Result("s", "a", grade.GRADER_ERROR, 0.0, 11.0, 3.0, notes=[words or ""])
+    r = grade.Result(student="s", assignment="a", status=grade.GRADER_ERROR, max_score=11.0, seconds=3.0,
+                     notes=[words or ""])
     row = reports.row_of(r)
     assert row["score"] == "" and row["status"] == "grader error"
     assert "GRADER ERROR in 1 (no score; grade them again once the grader is fixed): s/a" in reports.summary([r])
@@ -464,14 +464,37 @@ def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) ->
                                                                "it stopped"]], "output cut": [["cell 3"]]}
 
 
-def test_a_grader_error_is_graded_again_on_resume(tmp_path: Path) -> None:
-    rows = [reports.row_of(grade.Result("s", "a", status, 1.0, 1.0, 1.0, fingerprint="f"))
-            for status in (grade.GRADED, grade.GRADER_ERROR)]
-    rows[1]["student"] = "t"
+def test_a_resumed_run_reads_back_what_it_wrote_and_grades_a_grader_error_again(tmp_path: Path) -> None:
+    """A kept result is the one written, field by field: a note that holds "; " stays one note (grades.csv joins a
+    result's notes with "; ", and a resume that read it split that note in two). Of the same fingerprint, a grader
+    error and a changed submission are graded again; a record that is not a result is passed over."""
+    written = grade.Result(student="s", assignment="a", status=grade.GRADED, score=1.5, max_score=2.0, seconds=3.0,
+                           notes=["test_x failed: AssertionError: 1; 2"], tampered=["cell a; b"],
+                           flagged=["x", "y"], fingerprint="f")
+    others = [grade.Result(student=student, assignment="a", status=status, fingerprint="f")
+              for student, status in (("t", grade.GRADER_ERROR), ("u", grade.GRADED))]
     (tmp_path / "gradebook.db").write_bytes(b"")
-    gradebook.write_rows(rows, tmp_path)
-    kept = class_run._kept_results(tmp_path, {("a", "s"): "f", ("a", "t"): "f"})
-    assert list(kept) == [("a", "s")]
+    reports.write_records([written, *others], tmp_path)
+    gradebook.write_rows(map(reports.row_of, [written, *others]), tmp_path)
+    (tmp_path / gradebook.RECORDS / "v").mkdir()
+    (tmp_path / gradebook.RECORDS / "v" / "a.json").write_text('{"student": "v"}')
+    fingerprints = {grade.Key(s, "a"): "f" for s in "stv"} | {grade.Key("u", "a"): "changed"}
+    kept = class_run._kept_results(tmp_path, fingerprints)
+    assert kept == {grade.Key("s", "a"): written}
+    assert type(kept[grade.Key("s", "a")].status) is grade.Status
+
+
+def test_a_file_that_is_no_notebook_scores_nothing_even_under_python_O(tmp_path: Path) -> None:
+    """What a submitted file holds is checked by the code, not by `assert`, which `python -O` strips."""
+    for name, text in (("list", "[1]"), ("no-cells", '{"cells": []}'), ("text-cells", '{"cells": "x"}'),
+                       ("not-json", "{"), ("binary", "\udcff")):
+        (tmp_path / f"{name}.ipynb").write_text(text, errors="surrogateescape")
+    (tmp_path / "good.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ""}]}')
+    code = ("import sys; from pathlib import Path; from autograder.grade import read_notebook; "
+            "print(sorted(p.stem for p in Path(sys.argv[1]).glob('*.ipynb') if read_notebook(p) is not None))")
+    run = subprocess.run([sys.executable, "-O", "-c", code, str(tmp_path)], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert run.stdout.split() == ["['good']"]
 
 
 def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
@@ -490,7 +513,8 @@ def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path,
         return adapter.NbgraderRun(1, "ValueError: missing attachment: pingpong.png", "")
 
     monkeypatch.setattr(reports, "run_nbgrader", generate_feedback)
-    results = [grade.Result(s, "a", grade.GRADED, 1.0, 2.0, 1.0) for s in ("bad", "good")]
+    results = [grade.Result(student=s, assignment="a", status=grade.GRADED, score=1.0, max_score=2.0)
+               for s in ("bad", "good")]
     reports.write_feedback(results, tmp_path, {"a": ["a line of the answers"]})
     assert made and [r.notes for r in results] == [[reports.NO_PAGE], []]
     for student in ("bad", "good"):
