@@ -96,11 +96,11 @@ test-gpu: $(TEST_STAMP)  ## on a GPU box: NCCL against the emulation, every lab 
 	print(f"make test-gpu: {n} CUDA GPUs; a launch of N <= {n} ranks puts rank r on cuda:r (NCCL + Gloo)")'
 	$(BIN)/python -m pytest -m "gpu or slow" -rs $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff over utils, tests, autograder, benchmark, classroom and the notebooks
+lint: $(STAMP)  ## ruff over utils, tests, nbplumbing, autograder, benchmark, classroom and the notebooks
 	$(BIN)/ruff check .
 
 release: $(STAMP)  ## regenerate course/ from solutions/
-	$(BIN)/python -m autograder release
+	$(BIN)/python -m classroom release
 
 autograde: $(STAMP)  ## grade submitted/ (as `make grade` does) into gradebook.db, grades.csv, feedback/ [GRADE_ARGS=...]
 	$(BIN)/python -m autograder autograde $(GRADE_ARGS)
@@ -123,16 +123,16 @@ clean:  ## remove the environment and nbgrader's working state
 need = $(or $($(1)),$(error make $@ needs $(1)=..., e.g. $(2)))
 
 student-repo: $(STAMP)  ## the student edition (no answers) as a git repository to push: make student-repo OUT=dir
-	$(BIN)/python -m autograder export $(call need,OUT,OUT=../ddp-course-students)
+	$(BIN)/python -m classroom export $(call need,OUT,OUT=../ddp-course-students)
 
 release-lab: $(STAMP)  ## hand a lab out through nbgrader's exchange: make release-lab LAB=00_ranks_and_alpha_beta
-	$(BIN)/python -m autograder release-lab $(call need,LAB,LAB=00_ranks_and_alpha_beta)
+	$(BIN)/python -m classroom release-lab $(call need,LAB,LAB=00_ranks_and_alpha_beta)
 
 collect: $(STAMP)  ## the submissions of a lab from the exchange into submitted/ (then make autograde): LAB=...
-	$(BIN)/python -m autograder collect $(call need,LAB,LAB=00_ranks_and_alpha_beta)
+	$(BIN)/python -m classroom collect $(call need,LAB,LAB=00_ranks_and_alpha_beta)
 
 return-feedback: $(STAMP)  ## the feedback of a lab (after make autograde) to the students, through the exchange: LAB=...
-	$(BIN)/python -m autograder return-feedback $(call need,LAB,LAB=00_ranks_and_alpha_beta)
+	$(BIN)/python -m classroom return-feedback $(call need,LAB,LAB=00_ranks_and_alpha_beta)
 
 merge: $(STAMP)  ## join the out folders of sharded runs: make merge OUT=graded SHARDS="graded-1 graded-2 graded-3"
 	$(BIN)/python -m autograder merge $(call need,OUT,OUT=graded) $(call need,SHARDS,SHARDS="graded-1 graded-2")

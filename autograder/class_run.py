@@ -12,7 +12,7 @@ Each submission is graded by its own `nbgrader autograde` in its own temporary c
 of the registered gradebook), so K workers never share an sqlite file; the parent merges every worker's
 gradebook into DIR/gradebook.db as results arrive, one at a time. A submission that runs past its wall-clock
 limit is stopped with its whole process tree: nbgrader, its kernel and every rank the kernel forked
-(autograder/processes.py). One submission is graded by autograder/grade.py, and the reports are written by
+(nbplumbing/processes.py). One submission is graded by autograder/grade.py, and the reports are written by
 autograder/reports.py.
 
 Out (DIR, default ./graded): gradebook.db, grades.csv, lms-grades.csv, autograded/,
@@ -44,13 +44,16 @@ from autograder.grade import (
     GRADED,
     GRADER_ERROR,
     Entry,
+    Key,
     Result,
     check_limits,
     grade_one,
     prepare_template,
 )
-from autograder.gradebook import LOGS
-from autograder.pipeline import (
+from autograder.gradebook import LOGS, RECORDS
+from autograder.reports import read_records, row_of, write_feedback, write_records
+from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
+from nbplumbing.adapter import (
     REPO_ROOT,
     PipelineError,
     assignment_names,
@@ -59,9 +62,7 @@ from autograder.pipeline import (
     nbgrader_config,
     notebook_names,
 )
-from autograder.processes import RUN_VARIABLE, kill_tagged, new_tag
-from autograder.reports import result_of, row_of, write_feedback
-from autograder.sandbox import DEFAULT_LIMITS, Limits, describe, require
+from nbplumbing.processes import RUN_VARIABLE, kill_tagged, new_tag
 from utils.timeouts import SUBMISSION_S
 
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
@@ -77,8 +78,8 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
     known = assignment_names(root)
     if not submissions.is_dir():
         raise PipelineError(f"{submissions} is not a folder of submissions")
-    entries: dict[tuple[str, str], Entry] = {}
-    stamps: dict[tuple[str, str], str] = {}
+    entries: dict[Key, Entry] = {}
+    stamps: dict[Key, str] = {}
     for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if strays := sorted(p.name for p in student_dir.glob("*.ipynb")):
             raise PipelineError(f"{student_dir}: {', '.join(strays)} not in an assignment folder: expected "
@@ -88,7 +89,7 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
                 raise PipelineError(f"{folder}: no assignment '{folder.name}' (assignments: {', '.join(known)})")
             nbs = {p.name: p for p in sorted(folder.glob("*.ipynb"))}
             extras = {name: folder / name for name in EXCHANGE_FILES if (folder / name).is_file()}
-            entries[(student_dir.name, folder.name)] = Entry(student_dir.name, folder.name, nbs, extras=extras)
+            entries[Key(student_dir.name, folder.name)] = Entry(student_dir.name, folder.name, nbs, extras=extras)
     for path in sorted(p for p in submissions.iterdir() if p.is_file() and p.suffix in (".ipynb", ".zip")):
         match = re.match(LMS_PATTERN, path.stem)
         if not match:
@@ -106,7 +107,7 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
         assignment = _assignment_of(names, known, root) or (known[0] if len(known) == 1 else None)
         if assignment is None:
             raise PipelineError(f"{path.name}: no assignment has a notebook named {', '.join(names)}")
-        key = (student, assignment)
+        key = Key(student, assignment)
         if key in stamps and stamps[key] > stamp:
             continue  # an older attempt: the newest one counts (zip_collect keeps the newest too)
         stamps[key] = stamp
@@ -190,10 +191,10 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
         entries = collect(Path(submissions), work, root)
         if shard is not None:
             entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
-        fingerprints = {(e.assignment, e.student): fingerprint(e) for e in entries}
+        fingerprints = {e.key: fingerprint(e) for e in entries}
         results = {} if fresh else _kept_results(out, fingerprints)
         _forget_all_but(out, set(results))
-        todo = [e for e in entries if (e.assignment, e.student) not in results]
+        todo = [e for e in entries if e.key not in results]
         where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
         progress(f"{where}grading {len(todo)} submissions ({len(results)} kept from an earlier run) with "
                  f"{workers} workers, at most {timeout:g} s each, {describe(sandbox)}")
@@ -207,17 +208,18 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
         write_feedback(ordered, out)
         _copy_exchange_files(entries, out)
         gradebook.write_rows(map(row_of, ordered), out)
+        write_records(ordered, out)  # with what the feedback added to the notes
         return ordered
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], template: Path, work: Path, out: Path,
-               results: dict[tuple[str, str], Result], *, workers: int, timeout: float, cell_timeout: float | None,
+def _grade_all(todo: list[Entry], fingerprints: dict[Key, str], template: Path, work: Path, out: Path,
+               results: dict[Key, Result], *, workers: int, timeout: float, cell_timeout: float | None,
                env: Mapping[str, str] | None, progress: Callable[[str], None], sandbox: Limits | None) -> None:
     """Grade `todo` on `workers` threads into out, adding to `results`; on Ctrl-C stop everything, then re-raise.
 
-    Every process of the run carries the run's tag (autograder.processes), so that an interrupt finds and stops
+    Every process of the run carries the run's tag (nbplumbing.processes), so that an interrupt finds and stops
     the nbgrader, the kernel and the ranks of every submission being graded, wherever they are.
     """
     tag_env = new_tag(RUN_VARIABLE)  # {RUN_VARIABLE: this run's tag}: every process of every submission inherits it
@@ -235,10 +237,11 @@ def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], temp
         try:
             for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
                 r = future.result()
-                r.fingerprint = fingerprints[(r.assignment, r.student)]
+                r.fingerprint = fingerprints[r.key]
                 _absorb(r, out)
-                results[(r.assignment, r.student)] = r
+                results[r.key] = r
                 gradebook.write_rows(map(row_of, results.values()), out)
+                write_records([r], out)
                 flag = ("  TAMPERED" if r.tampered else "") + (f"  FLAGGED ({len(r.flagged)})" if r.flagged else "")
                 progress(f"[{done}/{len(todo)}] {r.student}/{r.assignment}: {r.status}, {r.score:g}/{r.max_score:g} "
                          f"in {r.seconds:.0f} s{flag}  ({time.monotonic() - start:.0f} s)")
@@ -252,23 +255,21 @@ def _grade_all(todo: list[Entry], fingerprints: dict[tuple[str, str], str], temp
             raise
 
 
-def _kept_results(out: Path, fingerprints: dict[tuple[str, str], str]) -> dict[tuple[str, str], Result]:
-    """The results of an earlier run in `out` whose submission is still there, unchanged (not a grader error: that
-    one is graded again)."""
+def _kept_results(out: Path, fingerprints: dict[Key, str]) -> dict[Key, Result]:
+    """The results of an earlier run in `out` (its records) whose submission is still there, unchanged (not a grader
+    error: that one is graded again)."""
     if not (out / "gradebook.db").is_file():
         return {}
-    kept = {}
-    for row in gradebook.read_rows(out / gradebook.CSV_NAME):
-        key = (row["assignment"], row["student"])
-        if fingerprints.get(key) and fingerprints[key] == row.get("fingerprint") and row["status"] != GRADER_ERROR:
-            kept[key] = result_of(row)
-    return kept
+    return {r.key: r for r in read_records(out)
+            if fingerprints.get(r.key) and fingerprints[r.key] == r.fingerprint and r.status != GRADER_ERROR}
 
 
-def _forget_all_but(out: Path, keep: set[tuple[str, str]]) -> None:
-    """Remove from `out` every submission's gradebook rows, autograded and feedback folders, except `keep`'s."""
+def _forget_all_but(out: Path, keep: set[Key]) -> None:
+    """Remove from `out` every submission's gradebook rows, autograded and feedback folders and records, except
+    `keep`'s."""
     if not keep:  # nothing to keep: start from an empty folder
-        for stale in ("gradebook.db", gradebook.CSV_NAME, gradebook.LMS_NAME, "autograded", "feedback", LOGS):
+        for stale in ("gradebook.db", gradebook.CSV_NAME, gradebook.LMS_NAME, "autograded", "feedback", LOGS,
+                      RECORDS):
             path = out / stale
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     else:
@@ -276,12 +277,15 @@ def _forget_all_but(out: Path, keep: set[tuple[str, str]]) -> None:
 
         with Gradebook(gradebook_url(out), nbgrader_config().CourseDirectory.course_id) as gb:
             for sub in [s for a in gb.assignments for s in a.submissions]:
-                if (sub.assignment.name, sub.student.id) not in keep:
+                if Key(sub.student.id, sub.assignment.name) not in keep:
                     gb.remove_submission(sub.assignment.name, sub.student.id)
         for step in ("autograded", "feedback"):
             for folder in course_dir(out, step).glob("*/*"):
-                if folder.is_dir() and (folder.name, folder.parent.name) not in keep:
+                if folder.is_dir() and Key(folder.parent.name, folder.name) not in keep:
                     shutil.rmtree(folder)
+        for record in (out / RECORDS).glob("*/*.json"):
+            if Key(record.parent.name, record.stem) not in keep:
+                record.unlink()
     (out / LOGS).mkdir(exist_ok=True)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import re
 
-from autograder.cells import meta, parse_cell, source
+from nbplumbing.cells import meta, parse_cell, source
 
 MODULES = frozenset({"builtins", "linecache", "inspect", "gc", "ctypes", "IPython", "ipykernel", "importlib",
                      "traceback", "atexit", "jupyter_client", "zmq"})

@@ -6,7 +6,7 @@ its own, within the submission's time limit; never raises (a broken submission m
 
 A class run (autograder/class_run.py) finds the entries and grades them in parallel; autograder/reports.py writes
 what a result says. Tampering is looked for before a submission runs (autograder/tamper.py), and a submission that
-runs past its limit is stopped with its whole process tree (autograder/processes.py).
+runs past its limit is stopped with its whole process tree (nbplumbing/processes.py).
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from autograder import gradebook
-from autograder.cells import meta
 from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, VERDICTS_VARIABLE
 from autograder.flags import find_flags
-from autograder.pipeline import (
+from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
+from autograder.scrub import ANSWERS_VARIABLE, assignment_answers, scrub
+from autograder.tamper import find_tampering, reported_by_nbgrader
+from nbplumbing.adapter import (
     REPO_ROOT,
     PipelineError,
     course_dir,
@@ -32,9 +36,7 @@ from autograder.pipeline import (
     read_score,
     run_nbgrader,
 )
-from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
-from autograder.scrub import ANSWERS_VARIABLE, assignment_answers, scrub
-from autograder.tamper import find_tampering, reported_by_nbgrader
+from nbplumbing.cells import meta
 from utils.timeouts import check_grading_limits
 
 # What nbgrader's exchange puts beside a submitted notebook: when it was submitted (late penalties) and the secret
@@ -44,10 +46,26 @@ EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 # Figures are not graded: the kernel draws them on Agg, where plt.show() renders nothing (a lab's plots cost about
 # a second of each submission's grading inline), and the warning that show() then gives is not printed.
 FIGURES_UNDRAWN = {"MPLBACKEND": "agg", "PYTHONWARNINGS": "ignore:FigureCanvasAgg is non-interactive"}
-
-GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"
 OUTPUT_WORDS = f"{OUTPUT_CAP // 1000} kB"  # the output cap as the notes say it
-GRADER_ERROR = "grader error"  # the grading failed, not the submission: no score; grade it again once fixed
+
+
+class Status(StrEnum):
+    """How grading one submission ended; its value is what grades.csv, the reports and the records say."""
+
+    GRADED = "graded"
+    FAILED = "failed"  # nothing scored: no notebook could be read, or nbgrader failed on it
+    TIMED_OUT = "timed out"
+    GRADER_ERROR = "grader error"  # the grading failed, not the submission: no score; grade it again once fixed
+
+
+GRADED, FAILED, TIMED_OUT, GRADER_ERROR = Status  # the names grading and the corpus use
+
+
+class Key(NamedTuple):
+    """Which submission: a student's work on one assignment, in the order of the folders (student/assignment)."""
+
+    student: str
+    assignment: str
 
 
 @dataclass
@@ -60,62 +78,87 @@ class Entry:
     notes: list[str] = field(default_factory=list)  # said to the student and put in the CSV
     extras: dict[str, Path] = field(default_factory=dict)  # EXCHANGE_FILES found beside the notebooks
 
+    @property
+    def key(self) -> Key:
+        return Key(self.student, self.assignment)
 
-@dataclass
+
+@dataclass(kw_only=True)
 class Result:
     """What grading one submission gave: the one score type of `make grade` and `make autograde`."""
 
     student: str
     assignment: str
-    status: str  # GRADED, FAILED, TIMED_OUT or GRADER_ERROR
-    score: float
-    max_score: float
-    seconds: float
+    status: Status
+    score: float = 0.0
+    max_score: float = 0.0
+    seconds: float = 0.0
     tampered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)  # for an instructor to review (autograder/flags.py, not run)
     root: Path | None = None  # the worker's course root (removed once merged)
-    tag: str = ""  # the tag of its processes (autograder.processes)
+    tag: str = ""  # the tag of its processes (nbplumbing.processes)
     fingerprint: str = ""  # of the submission's files (a resumed run keeps the result while they are unchanged)
+
+    @property
+    def key(self) -> Key:
+        return Key(self.student, self.assignment)
 
 
 # ---- checking a submission before it runs --------------------------------------------------------------------
 
 
-def check_notebooks(entry: Entry, release: Path) -> tuple[dict[str, dict], list[str], list[str], dict, list[str]]:
-    """Read the submitted notebooks; return ({expected name: notebook}, notes, tampering, untrusted tests, flags).
+@dataclass
+class Checked:
+    """What reading a submission's notebooks found, before any of its code runs (check_notebooks)."""
+
+    notebooks: dict[str, dict]  # expected name -> the submitted notebook, for those that could be read
+    notes: list[str]  # said to the student
+    tampered: list[str] = field(default_factory=list)  # autograder.tamper's findings
+    untrusted: dict[str, list[str]] = field(default_factory=dict)  # notebook stem -> tests run after a helper changed
+    flagged: list[str] = field(default_factory=list)  # for an instructor to review (autograder.flags)
+
+
+def check_notebooks(entry: Entry, release: Path) -> Checked:
+    """Read the submitted notebooks, and what they changed of the release's (`release`: its assignment folder).
 
     A lone notebook under another name is graded as the assignment's lone notebook (and said so). Each
     notebook is compared with the released one for tampering (autograder.tamper), and its own cells are read for
     what to flag for review (autograder.flags).
     """
     expected = sorted(p.name for p in release.glob("*.ipynb"))
-    notes, tampered, flagged = list(entry.notes), [], []
-    untrusted: dict[str, list[str]] = {}  # notebook stem -> test cells that ran after a helper was replaced
+    checked = Checked({}, list(entry.notes))
     files = dict(entry.notebooks)
     if len(expected) == 1 and len(files) == 1 and expected[0] not in files:
         [(name, path)] = files.items()
-        notes.append(f"your notebook was named {name}; it was graded as {expected[0]}")
+        checked.notes.append(f"your notebook was named {name}; it was graded as {expected[0]}")
         files = {expected[0]: path}
-    notebooks = {}
     for name in expected:
         if name not in files:
-            notes.append(f"{name} is missing from your submission: its exercises score 0")
+            checked.notes.append(f"{name} is missing from your submission: its exercises score 0")
             continue
-        try:
-            nb = json.loads(files[name].read_text())
-            assert isinstance(nb.get("cells"), list) and nb["cells"]
-        except (ValueError, AssertionError, AttributeError, UnicodeDecodeError):
-            notes.append(f"{name} is empty or is not a notebook (it could not be read): its exercises score 0")
+        if (nb := read_notebook(files[name])) is None:
+            checked.notes.append(f"{name} is empty or is not a notebook (it could not be read): its exercises "
+                                 "score 0")
             continue
-        notebooks[name] = nb
+        checked.notebooks[name] = nb
         given = json.loads((release / name).read_text())
-        found, untrusted[Path(name).stem] = find_tampering(nb, given, name)
-        tampered += found
-        flagged += find_flags(nb, given, name)
+        found, checked.untrusted[Path(name).stem] = find_tampering(nb, given, name)
+        checked.tampered += found
+        checked.flagged += find_flags(nb, given, name)
     for name in sorted(set(files) - set(expected)):
-        notes.append(f"{name} is not a notebook of {entry.assignment}; it was not graded")
-    return notebooks, notes, tampered, untrusted, flagged
+        checked.notes.append(f"{name} is not a notebook of {entry.assignment}; it was not graded")
+    return checked
+
+
+def read_notebook(path: Path) -> dict | None:
+    """The notebook in a submitted file, or None when it is not one with cells (not JSON, not text, no cells)."""
+    try:
+        nb = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    return nb if isinstance(cells, list) and cells else None
 
 
 # ---- grading one submission ---------------------------------------------------------------------------------
@@ -154,7 +197,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
     """
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"grade-{entry.student}-", dir=work))
-    result = Result(entry.student, entry.assignment, FAILED, 0.0, 0.0, 0.0, root=root)
+    result = Result(student=entry.student, assignment=entry.assignment, status=FAILED, root=root)
     lines: set[str] = set()  # the answer lines: kept out of the notes and the feedback page
     try:
         lines = set(assignment_answers(course_dir(template, "source"), template / "release",
@@ -163,13 +206,14 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
                         course_dir(root, "source") / entry.assignment)
         shutil.copy(template / "gradebook.db", root / "gradebook.db")
         released = template / "release" / entry.assignment
-        notebooks, result.notes, result.tampered, untrusted, result.flagged = check_notebooks(entry, released)
+        checked = check_notebooks(entry, released)
+        result.notes, result.tampered, result.flagged = checked.notes, checked.tampered, checked.flagged
         result.max_score = _max_score(template, entry.assignment)
-        if not notebooks:
+        if not checked.notebooks:
             return result
         dest = course_dir(root, "submitted") / entry.student / entry.assignment
         dest.mkdir(parents=True)
-        for name, nb in notebooks.items():
+        for name, nb in checked.notebooks.items():
             (dest / name).write_text(json.dumps(nb))
         for name, path in entry.extras.items():
             shutil.copy(path, dest / name)
@@ -218,8 +262,8 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
             result.status = GRADER_ERROR
             result.notes.append(fault)
             return result
-        if any(untrusted.values()):
-            _zero_untrusted(root, entry, untrusted, result)
+        if any(checked.untrusted.values()):
+            _zero_untrusted(root, entry, checked.untrusted, result)
         result.score, result.max_score = read_score(root, entry.student, entry.assignment)
         result.status = GRADED
         result.notes += failed_tests(graded)

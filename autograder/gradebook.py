@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.pipeline import PipelineError
+from nbplumbing.adapter import PipelineError
 
 # The rows that describe the assignments, as generate_assignment writes them, and the columns that point at them.
 TEMPLATE_TABLES = ("assignment", "notebook", "base_cell", "grade_cells", "solution_cells", "task_cells", "source_cell")
@@ -28,6 +28,7 @@ ID_COLUMNS = {
     "source_cell": ("id", "notebook_id"), "grade_cells": ("id",), "solution_cells": ("id",), "task_cells": ("id",),
 }
 LOGS = "grading-logs"  # in an out folder: nbgrader's log of every submission
+RECORDS = "grading-records"  # in an out folder: every submission's result, <student>/<assignment>.json
 CSV_NAME, LMS_NAME = "grades.csv", "lms-grades.csv"
 CSV_FIELDS = ("student", "assignment", "status", "score", "max_score", "seconds", "tampered", "flagged", "notes",
               "fingerprint")
@@ -157,7 +158,7 @@ def merge_shards(out: Path, shards: list[Path]) -> list[dict[str, str]]:
             rows[key] = row
         if (shard / "gradebook.db").is_file():
             add_gradebook(db, shard / "gradebook.db", str(shard))
-        for folder in ("autograded", "feedback", LOGS):
+        for folder in ("autograded", "feedback", LOGS, RECORDS):
             if (shard / folder).is_dir():
                 shutil.copytree(shard / folder, out / folder, dirs_exist_ok=True)
     write_rows(rows.values(), out)

@@ -64,7 +64,7 @@ c.IgnorePattern.pattern = r"\A(?:(?:" + "|".join(NOISE_LINES) + r")(?:\n|\Z))+\Z
 # Each "### BEGIN SOLUTION ... ### END SOLUTION" region becomes this stub. nbgrader's default adds a bare
 # `raise NotImplementedError()`; instead each exercise of solutions/ ends, after END SOLUTION, with its own
 # `raise NotImplementedError("Exercise 0.1: ping_pong")` (dead code under the solution's return), so the
-# student's stub names the exercise (CONTRIBUTING.md). tests/test_pipeline.py checks that every stub still raises.
+# student's stub names the exercise (CONTRIBUTING.md). tests/test_release.py checks that every stub still raises.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE"}
 
 # A cell tagged "instructor" (the manual of a derivation exercise: the full argument) stays in solutions/ and is

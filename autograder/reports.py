@@ -1,6 +1,8 @@
-"""What a grading run reports: the feedback pages, the rows of grades.csv, the score table and the summary line.
+"""What a grading run reports: the feedback pages, the rows of grades.csv, the records of the results, the score
+table and the summary line.
 
     write_feedback(results, out)       # out/feedback/<student>/<assignment>/grading_report.html, beside nbgrader's
+    write_records(results, out)        # out/grading-records/<student>/<assignment>.json, read back by read_records
     print(format_table(results)); print(summary(results))
 
 Used by a class run (autograder/class_run.py) as each submission finishes and at its end; the gradebook and the
@@ -10,14 +12,19 @@ CSV files themselves are autograder/gradebook.py's.
 from __future__ import annotations
 
 import html
+import json
+import tempfile
+from dataclasses import fields
 from pathlib import Path
 
-from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result
-from autograder.pipeline import course_dir
+from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result, Status
+from autograder.gradebook import RECORDS
 from autograder.sandbox import NOT_SANDBOXED
+from autograder.scrub import ANSWERS_VARIABLE, assignment_answers
+from nbplumbing.adapter import PipelineError, assignment_names, course_dir, run_nbgrader
 
+WORKER_FIELDS = ("root", "tag")  # a Result's fields that only its worker needs
 REPORT_PAGE = "grading_report.html"  # beside nbgrader's page(s) in feedback/<student>/<assignment>/
-
 NO_PAGE = ("no feedback page could be made from the graded notebook (nbgrader's generate_feedback failed on it; "
            "its log in grading-logs/ says why): the score stands")
 
@@ -42,6 +49,26 @@ def write_feedback(results: list[Result], out: Path) -> None:
             f"<ul>{body}</ul></body></html>\n")
 
 
+def regenerate_feedback(root: Path) -> list[Path]:
+    """Write HTML feedback for everything in the course root's autograded/ into its feedback/ (`python -m autograder
+    feedback`), with no line of the answers in any output; return the files written."""
+    autograded = course_dir(root, "autograded")
+    if not any(autograded.glob("*/*/*.ipynb")):
+        raise PipelineError(f"nothing autograded in {autograded}: run the autograde first")
+    answers = assignment_answers(course_dir(root, "source"), course_dir(root, "release"), assignment_names(root))
+    generate_feedback(root, answers)
+    return sorted(course_dir(root, "feedback").glob("*/*/*.html"))
+
+
+def generate_feedback(root: Path, answers: dict[str, list[str]]) -> None:
+    """nbgrader generate_feedback of every graded submission of a course root, with `answers` (assignment -> answer
+    lines, autograder/scrub.py) hidden from every output (NbgraderError on failure)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
+        json.dump(answers, lines)
+        lines.flush()
+        run_nbgrader("generate_feedback", "*", "--force", root=root, env={ANSWERS_VARIABLE: lines.name})
+
+
 def _score_words(r: Result) -> str:
     return "no score" if r.status == GRADER_ERROR else f"{r.score:g} / {r.max_score:g}"
 
@@ -54,13 +81,30 @@ def row_of(r: Result) -> dict[str, str]:
             "flagged": "; ".join(r.flagged), "notes": "; ".join(r.notes), "fingerprint": r.fingerprint}
 
 
-def result_of(row: dict[str, str]) -> Result:
-    """A row of grades.csv as a result again (for a resumed run)."""
-    split = lambda text: text.split("; ") if text else []  # noqa: E731
-    return Result(row["student"], row["assignment"], row["status"], float(row["score"] or 0),
-                  float(row["max_score"]), float(row["seconds"]), tampered=split(row["tampered"]),
-                  notes=split(row["notes"]), flagged=split(row.get("flagged", "")),
-                  fingerprint=row.get("fingerprint", ""))
+def write_records(results: list[Result], out: Path) -> None:
+    """Write each result whole, as out/RECORDS/<student>/<assignment>.json: what a resumed run reads back
+    (read_records), field by field, where grades.csv joins lists into one text. A worker's own fields (its course
+    root and process tag, gone once its result is merged) are left out."""
+    for r in results:
+        path = out / RECORDS / r.student / f"{r.assignment}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {f.name: getattr(r, f.name) for f in fields(Result) if f.name not in WORKER_FIELDS}
+        tmp = path.with_suffix(".tmp")  # written whole, then renamed: an interrupted run never leaves half a record
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(path)
+
+
+def read_records(out: Path) -> list[Result]:
+    """The results recorded in out by write_records, as they were written; a record that cannot be read as a result
+    (from another version of the grader) is passed over, so that its submission is graded again."""
+    results = []
+    for path in sorted((out / RECORDS).glob("*/*.json")):
+        try:
+            record = json.loads(path.read_text())
+            results.append(Result(**{**record, "status": Status(record["status"])}))
+        except (ValueError, TypeError, KeyError):
+            continue
+    return results
 
 
 def format_table(results: list[Result]) -> str:

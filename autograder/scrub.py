@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from autograder.cells import source
+from nbplumbing.cells import source
 
 MIN_CHARS = 16
 ANSWERS_VARIABLE = "AUTOGRADER_ANSWERS"  # a JSON file {assignment: [answer line, ...]} for the feedback preprocessor

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
-from autograder.cells import meta, parse_cell, source
+from nbplumbing.cells import meta, parse_cell, source
 
 # Names that a submission has no business using, each a way past utils.p2p_ledger: torch's functional collectives and
 # the dispatcher's operators (torch.ops.c10d, torch.ops._c10d_functional), a group's backends and torch's C++

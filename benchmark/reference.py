@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from autograder.cells import meta, parse_cell, source
+from nbplumbing.cells import meta, parse_cell, source
 from utils.memory import scratch
 
 __all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "preload", "ring_all_reduce", "tree_all_reduce"]

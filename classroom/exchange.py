@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.pipeline import REPO_ROOT, NbgraderRun, PipelineError, assignment_names, run_nbgrader
+from nbplumbing.adapter import REPO_ROOT, NbgraderRun, PipelineError, assignment_names, run_nbgrader
 
 # Our step -> (nbgrader command, its options). --force: a lab released again (a fix) replaces the one in the
 # exchange; --update: a student's newer submission replaces the one collected before; classroom/collect.py's collect

@@ -1,6 +1,6 @@
 """The student edition of the course: what a class gets, without solutions, hidden tests, references or mutants.
 
-    python -m autograder export OUT        # (make student-repo OUT=dir)
+    python -m classroom export OUT         # (make student-repo OUT=dir)
 
 OUT becomes a git repository with one commit, ready to push: course/ (the release, every lab in it), utils/,
 the pinned requirements.txt, environment.yml and pyproject.toml (the install of utils/), and three files made
@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from autograder.pipeline import REPO_ROOT, PipelineError, course_dir
+from nbplumbing.adapter import REPO_ROOT, PipelineError, course_dir
 
 TEMPLATE = Path(__file__).resolve().with_name("template")  # the files made for the student edition
 COPIED = ("utils", "jupyter", "requirements.txt", "environment.yml", "pyproject.toml", ".gitignore")

@@ -17,17 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade, pipeline
-from autograder.cells import meta, source
+from autograder import grade
+from nbplumbing import adapter
+from nbplumbing.cells import meta, source
 from tests.corpus.common import HIDDEN, Case
 from utils.timeouts import KILL_SLACK_S
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = pipeline.course_dir(ROOT, "source")
-COURSE = pipeline.course_dir(ROOT, "release")
-ASSIGNMENTS = pipeline.assignment_names(ROOT)
+SOLUTIONS = adapter.course_dir(ROOT, "source")
+COURSE = adapter.course_dir(ROOT, "release")
+ASSIGNMENTS = adapter.assignment_names(ROOT)
 KILL_SLACK = KILL_SLACK_S  # from a submission's time limit to every process of it gone
-CELL_TIMEOUT = float(pipeline.nbgrader_config().Execute.timeout)  # nbgrader's per-cell limit, as configured
+CELL_TIMEOUT = float(adapter.nbgrader_config().Execute.timeout)  # nbgrader's per-cell limit, as configured
 
 __all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "KILL_SLACK", "ROOT", "SOLUTIONS", "GradingRun",
            "autograded", "cell_seconds", "cells_losing_points", "free_port", "graded_cells", "lab_marker",
@@ -112,7 +113,7 @@ class GradingRun:
 
 def autograded(run: GradingRun, assignment: str, student: str) -> list[dict]:
     """The autograded notebooks of a submission (executed: outputs and all)."""
-    folder = pipeline.course_dir(run.out, "autograded") / student / assignment
+    folder = adapter.course_dir(run.out, "autograded") / student / assignment
     return [notebook(p) for p in sorted(folder.glob("*.ipynb"))]
 
 
@@ -120,8 +121,8 @@ def cells_losing_points(run: GradingRun, assignment: str, student: str) -> set[s
     """The test cells of a submission that scored below their points, from the class gradebook."""
     from nbgrader.api import Gradebook
 
-    course_id = pipeline.nbgrader_config().CourseDirectory.course_id
-    with Gradebook(pipeline.gradebook_url(run.out), course_id) as gb:
+    course_id = adapter.nbgrader_config().CourseDirectory.course_id
+    with Gradebook(adapter.gradebook_url(run.out), course_id) as gb:
         submission = gb.find_submission(assignment, student)
         return {g.name for nb in submission.notebooks for g in nb.grades if g.score < g.max_score}
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import COURSE_KERNELSPEC
+from nbplumbing.adapter import COURSE_KERNELSPEC
 from tests.common import ASSIGNMENTS, COURSE, graded_cells, meta
 from tests.corpus.common import solution_notebook
 from tests.test_lab_server import Lab, make_lab, serve
@@ -246,7 +246,7 @@ def test_the_launcher_offers_the_course_kernel_once(browser: Browser) -> None:
 
 def test_every_lab_opens_on_the_course_kernel(browser: Browser, server: Lab) -> None:
     """No kernel picker: each notebook names the course kernel, and the venv offers no other. Each opens unmodified:
-    it holds the kernel's language_info as JupyterLab saves it (autograder.pipeline.stamp_language_info)."""
+    it holds the kernel's language_info as JupyterLab saves it (nbplumbing.adapter.stamp_language_info)."""
     for assignment in ASSIGNMENTS:
         browser.open(notebook_path(assignment))
         browser.screenshot(f"opened-{assignment}")

@@ -19,8 +19,8 @@ import re
 
 import pytest
 
-from autograder.cells import meta
 from classroom.export import student_readme
+from nbplumbing.cells import meta
 from tests import labs
 from tests.common import ROOT, lab_marker, lab_params, notebook
 from tests.corpus.common import HIDDEN, SOLUTION, cells, solution_notebook

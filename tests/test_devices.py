@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from autograder.cells import strip_magics
+from nbplumbing.cells import strip_magics
 from tests.common import ASSIGNMENTS, graded_cells, lab_params, notebook, source
 from tests.corpus.common import solution_notebook
 from utils import launch as launch_module

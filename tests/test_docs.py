@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.pipeline import PipelineError
 from classroom import export
+from nbplumbing.adapter import PipelineError
 from tests.common import ASSIGNMENTS, ROOT, lab_params
 
 DOCUMENTS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])

@@ -1,8 +1,9 @@
 """Every `>>>` example in a docstring of the course's Python code runs, and gives what the docstring says.
 
-Each module of utils/, autograder/, benchmark/, classroom/ and tests/ that holds `>>>` is imported and its doctests
-run (as `python -m doctest` would); every `>>>` line of the file must be an example that was found and run, so that
-an example outside a docstring, or in a module that cannot be imported, fails here instead of going unread.
+Each module of utils/, nbplumbing/, autograder/, benchmark/, classroom/ and tests/ that holds `>>>` is imported and
+its doctests run (as `python -m doctest` would); every `>>>` line of the file must be an example that was found and
+run, so that an example outside a docstring, or in a module that cannot be imported, fails here instead of going
+unread.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from tests.common import ROOT
 
-PACKAGES = ("utils", "autograder", "benchmark", "classroom", "tests")
+PACKAGES = ("utils", "nbplumbing", "autograder", "benchmark", "classroom", "tests")
 PROMPT = re.compile(r"^\s*>>> ", re.MULTILINE)
 MODULES = sorted(path.relative_to(ROOT) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
                  if PROMPT.search(path.read_text()) and path.resolve() != Path(__file__).resolve())
@@ -27,7 +28,7 @@ def _module_name(path: Path) -> str:
 
 
 def test_the_course_has_doctests() -> None:
-    assert {Path("utils/timeouts.py"), Path("autograder/cells.py"), Path("utils/launch_report.py")} <= set(MODULES)
+    assert {Path("utils/timeouts.py"), Path("nbplumbing/cells.py"), Path("utils/launch_report.py")} <= set(MODULES)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=str)

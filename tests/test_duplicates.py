@@ -3,7 +3,7 @@ copy-pasted block in the solution notebooks' code, their cells extracted to file
 
 `duplicates` (the review tool that finds places sharing six or more lines, also alike but for names) reads .py
 files, not notebooks. write_code_cells puts every code cell of solutions/ into a file of its own, magics blanked
-(autograder.cells.strip_magics), so that the tool reads them as it reads the rest of the tree:
+(nbplumbing.cells.strip_magics), so that the tool reads them as it reads the rest of the tree:
 
     python -m tests.test_duplicates OUT && duplicates --repo OUT
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.cells import meta, source, strip_magics
+from nbplumbing.cells import meta, source, strip_magics
 from tests.common import ASSIGNMENTS, ROOT, SOLUTIONS
 
 MAX_LINES = 450  # a module a reader holds in their head (issue #22)
@@ -29,7 +29,8 @@ MAX_LINES = 450  # a module a reader holds in their head (issue #22)
 
 def test_no_module_is_over_the_limit() -> None:
     sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
-             for folder in ("utils", "autograder", "classroom", "benchmark") for path in (ROOT / folder).rglob("*.py")}
+             for folder in ("utils", "nbplumbing", "autograder", "classroom", "benchmark")
+             for path in (ROOT / folder).rglob("*.py")}
     over = {name: n for name, n in sizes.items() if n > MAX_LINES}
     assert sizes and not over, f"modules over {MAX_LINES} lines: {over}"
 

@@ -1,12 +1,13 @@
 """nbgrader's exchange round trip on one machine, and the instructor's JupyterLab on the gradebook it fills.
 
 One course, one exchange folder and two home folders, all temporary. The instructor's course root is a copy of this
-repository's Makefile, autograder/ and classroom/ with its solutions/ and course/ (links), so that `make
+repository's Makefile, nbplumbing/, autograder/ and classroom/ with its solutions/ and course/ (links), so that `make
 instructor-lab` runs there, never here (`-o .venv/.installed`: the set-up counts as done and is never run; the .venv
-is this repository's). The instructor runs the steps the make targets run (`python -m autograder
-release-lab|collect|autograde|return-feedback`); the student's steps are the calls JupyterLab's Assignments tab
-makes (nbgrader's exchange classes, in this process). The student submits a broken case of the corpus, so the score
-is known and is not full marks. The smallest lab (by notebook size) keeps the one autograde short.
+is this repository's). The instructor runs the steps the make targets run (`python -m classroom
+release-lab|collect|return-feedback`, `python -m autograder autograde`); the student's steps are the calls
+JupyterLab's Assignments tab makes (nbgrader's exchange classes, in this process). The student submits a broken case
+of the corpus, so the score is known and is not full marks. The smallest lab (by notebook size) keeps the one
+autograde short.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from autograder import pipeline
-from autograder.__main__ import main
+from autograder.__main__ import main as autograder_main
+from classroom.__main__ import main as classroom_main
+from nbplumbing import adapter
 from tests import corpus
 from tests.common import ASSIGNMENTS, ROOT, notebook, own_lines, page_text, secret_lines, text_lines
 from tests.corpus.common import GRADED, HIDDEN, write_case
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.slow  # one autograde run (about 40 s): left out of `ma
 
 LAB = min(ASSIGNMENTS, key=lambda a: corpus.solution_notebook(a).stat().st_size)
 STUDENT = pwd.getpwuid(os.getuid()).pw_name  # who submits: collect takes a submission only from its owner
-COURSE_ID = pipeline.nbgrader_config().CourseDirectory.course_id
+COURSE_ID = adapter.nbgrader_config().CourseDirectory.course_id
 SLOW = re.compile("deadlock|hang|loop|sleep|slow")  # corpus cases that wait for a time limit: not this one
 
 
@@ -58,7 +60,8 @@ def trip(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root.mkdir()
     home.mkdir()
     shutil.copy(ROOT / "Makefile", root / "Makefile")
-    for package in ("autograder", "classroom"):  # the grader's config, and the instructor's and the release header
+    # the plumbing, the grader's config, and the instructor's and the release header
+    for package in ("nbplumbing", "autograder", "classroom"):
         shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("solutions", "course", ".venv"):
         (root / name).symlink_to((ROOT / name).resolve())
@@ -66,15 +69,15 @@ def trip(tmp_path_factory: pytest.TempPathFactory) -> dict:
                 and c.name != "release" and not SLOW.search(c.name))
     where = ["--root", str(root), "--exchange", str(exchange)]
 
-    assert main(["release-lab", LAB, *where]) == 0
+    assert classroom_main(["release-lab", LAB, *where]) == 0
     student_step("FetchAssignment", home, exchange)
     [fetched] = sorted((home / LAB).glob("*.ipynb"))
     solved = write_case(tmp / "solved", LAB, case)  # the student's work, written over the fetched notebook
     shutil.copy(solved, fetched)
     student_step("Submit", home, exchange)
-    assert main(["collect", LAB, *where]) == 0
-    assert main(["autograde", "--root", str(root), "--workers", "1", "--fast"]) == 0
-    assert main(["return-feedback", LAB, *where]) == 0
+    assert classroom_main(["collect", LAB, *where]) == 0
+    assert autograder_main(["autograde", "--root", str(root), "--workers", "1", "--fast"]) == 0
+    assert classroom_main(["return-feedback", LAB, *where]) == 0
     student_step("FetchFeedback", home, exchange)
     return {"root": root, "home": home, "case": case, "notebook": fetched.stem}
 
@@ -87,8 +90,8 @@ def test_student_holds_feedback_with_the_right_score(trip: dict) -> None:
     assert len(pages) == 1, f"the student's feedback: {pages}"
     text = page_text(pages[0])
     assert f"(Score: {want:.1f} / {full:.1f})" in text, text[:500]
-    assert pipeline.read_score(trip["root"], STUDENT, LAB) == (want, full)
-    [graded] = (pipeline.course_dir(trip["root"], "autograded") / STUDENT / LAB).glob("*.ipynb")
+    assert adapter.read_score(trip["root"], STUDENT, LAB) == (want, full)
+    [graded] = (adapter.course_dir(trip["root"], "autograded") / STUDENT / LAB).glob("*.ipynb")
     leaked = (secret_lines(LAB, HIDDEN) - own_lines(notebook(graded))) & text_lines(text)
     assert not leaked, f"the student's feedback shows hidden tests: {sorted(leaked)[:5]}"
 

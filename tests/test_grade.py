@@ -29,10 +29,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import SAWarning
 
-from autograder import class_run, flags, grade, gradebook, pipeline, reports, scrub
+from autograder import class_run, flags, grade, gradebook, reports, scrub
 from autograder.__main__ import main
-from autograder.pipeline import PipelineError
-from autograder.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
+from nbplumbing import adapter
+from nbplumbing.adapter import PipelineError
+from nbplumbing.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
@@ -131,8 +132,8 @@ def test_feedback_shows_failures_but_no_hidden_test(grading: GradingRun, assignm
     for (a, student), r in grading.results.items():
         if a != assignment or r.status != grade.GRADED:
             continue
-        feedback = pipeline.course_dir(grading.out, "feedback") / student / assignment
-        for path in sorted((pipeline.course_dir(grading.out, "autograded") / student / assignment).glob("*.ipynb")):
+        feedback = adapter.course_dir(grading.out, "feedback") / student / assignment
+        for path in sorted((adapter.course_dir(grading.out, "autograded") / student / assignment).glob("*.ipynb")):
             nb, page = notebook(path), feedback / f"{path.stem}.html"
             raw, text = page.read_text(), page_text(page)
             lines = text_lines(text)
@@ -178,13 +179,13 @@ def empty_gradebook() -> bytes:
         return Path(tmp, "gradebook.db").read_bytes()
 
 
-def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.NbgraderRun:
+def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> adapter.NbgraderRun:
     from nbgrader.api import Gradebook
 
     if command == "generate_assignment":
         (root / "gradebook.db").write_bytes(empty_gradebook())
-    course_id = pipeline.nbgrader_config().CourseDirectory.course_id
-    with warnings.catch_warnings(), Gradebook(pipeline.gradebook_url(root), course_id) as gb:
+    course_id = adapter.nbgrader_config().CourseDirectory.course_id
+    with warnings.catch_warnings(), Gradebook(adapter.gradebook_url(root), course_id) as gb:
         if command == "generate_assignment":
             gb.add_assignment(TINY)
             gb.add_notebook(TINY, TINY)
@@ -201,7 +202,7 @@ def fake_nbgrader(command: str, *args: str, root: Path, **kwargs) -> pipeline.Nb
                 grade_row.auto_score = CELLS[cell] * ((sum(map(ord, student)) + len(submitted) + i) % 2)
             gb.db.commit()
             shutil.copytree(root / "submitted" / student, root / "autograded" / student)
-    return pipeline.NbgraderRun(0, "", "")
+    return adapter.NbgraderRun(0, "", "")
 
 
 @pytest.fixture
@@ -218,8 +219,8 @@ def tiny_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
         (subs / student / TINY / f"{TINY}.ipynb").write_text(json.dumps(nb))
     monkeypatch.setattr(grade, "run_nbgrader", fake_nbgrader)
     monkeypatch.setattr(class_run, "write_feedback", lambda results, out: None)  # not the point here
-    monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: (
-        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, [], [], {}, []))
+    monkeypatch.setattr(grade, "check_notebooks", lambda entry, release: grade.Checked(
+        {n: json.loads(p.read_text()) for n, p in entry.notebooks.items()}, []))
     monkeypatch.setattr(grade, "_max_score", lambda template, assignment: sum(CELLS.values()))
     return root, subs, students
 
@@ -274,8 +275,7 @@ def test_a_second_run_grades_only_what_is_missing(tiny_class: tuple[Path, Path, 
     root, subs, students = tiny_class
     out = tmp_path / "out"
     first = class_run.grade_class(subs, out, root=root, workers=2, progress=lambda line: None)
-    rows = gradebook.read_rows(out / gradebook.CSV_NAME)
-    gradebook.write_rows([r for r in rows if r["student"] != students[0]], out)  # as if stopped before the first
+    (out / gradebook.RECORDS / students[0] / f"{TINY}.json").unlink()  # as if stopped before the first
     changed = subs / students[1] / TINY / f"{TINY}.ipynb"
     changed.write_text(json.dumps({**json.loads(changed.read_text()), "metadata": {"x": 11}}))  # 7 bytes more
     graded: list[str] = []
@@ -314,7 +314,7 @@ def test_ctrl_c_stops_every_submission_and_keeps_the_graded(grading: GradingRun,
     out = tmp_path / "out"
     log = (tmp_path / "grade.log").open("w+")
     proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(tmp_path / "submissions"), "--out",
-                             str(out), "--workers", "2", "--fast"], cwd=pipeline.REPO_ROOT, stdout=log,
+                             str(out), "--workers", "2", "--fast"], cwd=adapter.REPO_ROOT, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline, kernel = time.monotonic() + 120, None
@@ -425,7 +425,7 @@ def test_a_box_that_fails_to_open_leaves_no_socket_folder_or_cgroup(failing: str
 def test_solutions_and_releases_are_not_flagged(assignment: str) -> None:
     """Every construct autograder/flags.py flags is one no exercise needs: neither the solution (as a student who
     solved everything submits it) nor the untouched release is flagged."""
-    [path] = sorted((pipeline.course_dir(ROOT, "release") / assignment).glob("*.ipynb"))
+    [path] = sorted((adapter.course_dir(ROOT, "release") / assignment).glob("*.ipynb"))
     release = notebook(path)
     solution = corpus.common.released(notebook(corpus.common.solution_notebook(assignment)))
     assert flags.find_flags(solution, release, path.name) == []
@@ -470,7 +470,8 @@ def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) ->
         (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
         words = grade.setup_failure(tmp_path)
         assert bool(words) == fault and (not fault or "the locked cell setup of nb.ipynb failed before" in words)
-    r = grade.Result("s", "a", grade.GRADER_ERROR, 0.0, 11.0, 3.0, notes=[words or ""])
+    r = grade.Result(student="s", assignment="a", status=grade.GRADER_ERROR, max_score=11.0, seconds=3.0,
+                     notes=[words or ""])
     row = reports.row_of(r)
     assert row["score"] == "" and row["status"] == "grader error"
     assert "GRADER ERROR in 1 (no score; grade them again once the grader is fixed): s/a" in reports.summary([r])
@@ -483,27 +484,51 @@ def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) ->
                                                                "it stopped"]], "output cut": [["cell 3"]]}
 
 
-def test_a_grader_error_is_graded_again_on_resume(tmp_path: Path) -> None:
-    rows = [reports.row_of(grade.Result("s", "a", status, 1.0, 1.0, 1.0, fingerprint="f"))
-            for status in (grade.GRADED, grade.GRADER_ERROR)]
-    rows[1]["student"] = "t"
+def test_a_resumed_run_reads_back_what_it_wrote_and_grades_a_grader_error_again(tmp_path: Path) -> None:
+    """A kept result is the one written, field by field: a note that holds "; " stays one note (grades.csv joins a
+    result's notes with "; ", and a resume that read it split that note in two). Of the same fingerprint, a grader
+    error and a changed submission are graded again; a record that is not a result is passed over."""
+    written = grade.Result(student="s", assignment="a", status=grade.GRADED, score=1.5, max_score=2.0, seconds=3.0,
+                           notes=["test_x failed: AssertionError: 1; 2"], tampered=["cell a; b"],
+                           flagged=["x", "y"], fingerprint="f")
+    others = [grade.Result(student=student, assignment="a", status=status, fingerprint="f")
+              for student, status in (("t", grade.GRADER_ERROR), ("u", grade.GRADED))]
     (tmp_path / "gradebook.db").write_bytes(b"")
-    gradebook.write_rows(rows, tmp_path)
-    kept = class_run._kept_results(tmp_path, {("a", "s"): "f", ("a", "t"): "f"})
-    assert list(kept) == [("a", "s")]
+    reports.write_records([written, *others], tmp_path)
+    gradebook.write_rows(map(reports.row_of, [written, *others]), tmp_path)
+    (tmp_path / gradebook.RECORDS / "v").mkdir()
+    (tmp_path / gradebook.RECORDS / "v" / "a.json").write_text('{"student": "v"}')
+    fingerprints = {grade.Key(s, "a"): "f" for s in "stv"} | {grade.Key("u", "a"): "changed"}
+    kept = class_run._kept_results(tmp_path, fingerprints)
+    assert kept == {grade.Key("s", "a"): written}
+    assert type(kept[grade.Key("s", "a")].status) is grade.Status
+
+
+def test_a_file_that_is_no_notebook_scores_nothing_even_under_python_O(tmp_path: Path) -> None:
+    """What a submitted file holds is checked by the code, not by `assert`, which `python -O` strips."""
+    for name, text in (("list", "[1]"), ("no-cells", '{"cells": []}'), ("text-cells", '{"cells": "x"}'),
+                       ("not-json", "{"), ("binary", "\udcff")):
+        (tmp_path / f"{name}.ipynb").write_text(text, errors="surrogateescape")
+    (tmp_path / "good.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ""}]}')
+    code = ("import sys; from pathlib import Path; from autograder.grade import read_notebook; "
+            "print(sorted(p.stem for p in Path(sys.argv[1]).glob('*.ipynb') if read_notebook(p) is not None))")
+    run = subprocess.run([sys.executable, "-O", "-c", code, str(tmp_path)], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert run.stdout.split() == ["['good']"]
 
 
 def test_a_feedback_page_that_fails_is_that_submissions_alone(tmp_path: Path) -> None:
     """Each grading makes its own page (grade_one): a submission whose page nbgrader could not make gets the note
     NO_PAGE in its report, the others keep their pages, and every report is written."""
-    page = pipeline.course_dir(tmp_path, "feedback") / "good" / "a" / "nb.html"
+    page = adapter.course_dir(tmp_path, "feedback") / "good" / "a" / "nb.html"
     page.parent.mkdir(parents=True)
     page.write_text("<html>feedback</html>")
-    results = [grade.Result(s, "a", grade.GRADED, 1.0, 2.0, 1.0) for s in ("bad", "good")]
+    results = [grade.Result(student=s, assignment="a", status=grade.GRADED, score=1.0, max_score=2.0)
+               for s in ("bad", "good")]
     reports.write_feedback(results, tmp_path)
     assert [r.notes for r in results] == [[reports.NO_PAGE], []]
     for student in ("bad", "good"):
-        report = pipeline.course_dir(tmp_path, "feedback") / student / "a" / reports.REPORT_PAGE
+        report = adapter.course_dir(tmp_path, "feedback") / student / "a" / reports.REPORT_PAGE
         assert report.is_file() and ("could be made" in report.read_text()) == (student == "bad")
     reports.write_feedback(results, tmp_path)  # again, as a resumed run does: the report is not a page
     assert [r.notes for r in results] == [[reports.NO_PAGE], []]

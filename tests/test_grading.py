@@ -17,8 +17,9 @@ import sqlite3
 
 import pytest
 
-from autograder import class_run, grade, pipeline, reports
-from autograder.processes import tagged_processes
+from autograder import class_run, grade, reports
+from nbplumbing import adapter
+from nbplumbing.processes import tagged_processes
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,
@@ -46,7 +47,7 @@ def graded_here(grading: GradingRun, case: tuple[str, str]) -> grade.Result:
 
 def feedback_text(grading: GradingRun, assignment: str, student: str) -> str:
     """Every feedback page of a submission, as plain text (tags dropped, entities decoded)."""
-    pages = sorted((pipeline.course_dir(grading.out, "feedback") / student / assignment).glob("*.html"))
+    pages = sorted((adapter.course_dir(grading.out, "feedback") / student / assignment).glob("*.html"))
     return "\n".join(html.unescape(re.sub(r"<[^>]+>", "", p.read_text())) for p in pages)
 
 
@@ -167,7 +168,7 @@ def test_csv_and_class_gradebook_agree(grading: GradingRun) -> None:
         assert float(rows[key]["score"]) == r.score and rows[key]["status"] == r.status
         assert bool(rows[key]["tampered"]) == bool(r.tampered) and rows[key]["flagged"] == "; ".join(r.flagged)
         if r.status == grade.GRADED:
-            assert pipeline.read_score(grading.out, r.student, r.assignment) == (r.score, r.max_score)
+            assert adapter.read_score(grading.out, r.student, r.assignment) == (r.score, r.max_score)
     graded = sum(r.status == grade.GRADED for r in grading.results.values())
     with sqlite3.connect(grading.out / "gradebook.db") as con:  # one row per graded submission, none twice
         [(count,)] = con.execute("SELECT COUNT(*) FROM submitted_assignment").fetchall()

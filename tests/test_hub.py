@@ -37,8 +37,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.pipeline import read_score
+from autograder.run import Options
 from classroom.hub import exchange, feedback, limits, roster, server
+from nbplumbing.adapter import read_score
 from tests import corpus
 from tests.common import ROOT, page_text
 
@@ -353,7 +354,7 @@ def test_instructor_grades_in_the_sandbox_and_a_fetches_feedback(hub: dict, subm
                                                                    capsys) -> None:
     """hub-grade grades A's and B's own submissions, and refuses A's three others, saying so at its end and in the
     hub's log (both names for the forged one); A's feedback is that of A's own notebook, B's graded is B's."""
-    assert server.grade(LAB, hub["dir"], ("--workers", "2", "--fast")) == 0
+    server.grade(LAB, hub["dir"], options=Options(workers=2, fast=True))
     out = capsys.readouterr().out
     assert re.search(r"^grading 2 submissions .*, sandboxed \(", out, re.MULTILINE), out
     summary = out[out.index(f"collect refused 3 submissions of {LAB}"):]

@@ -26,10 +26,10 @@ import pytest
 from autograder import class_run, grade, sandbox
 from autograder.execution import MARKER, OUTPUT_CAP
 from autograder.gradebook import CSV_NAME, read_rows
-from autograder.pipeline import PipelineError, course_dir
 from autograder.reports import row_of, summary
 from autograder.sandbox import landlock
-from autograder.sandbox.cgroup import Group
+from nbplumbing.adapter import PipelineError, course_dir
+from nbplumbing.cgroup import Group
 from tests.common import ROOT, GradingRun, autograded
 from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
 from tests.corpus.hostile import ASSIGNMENT, FLOOD_WORD, REPORT, SANDBOX_LIMITS, TOKEN
@@ -170,10 +170,10 @@ def test_unsandboxed_results_say_so(tmp_path: Path) -> None:
     """--no-sandbox: each result notes it, and so grades.csv's notes and the summary."""
     notes = sandbox.Box.open(tmp_path, None).close()
     assert notes == [sandbox.NOT_SANDBOXED] and not (tmp_path / ".sb").exists()
-    r = grade.Result("s", "a", grade.GRADED, 1.0, 1.0, 1.0, notes=notes)
+    r = grade.Result(student="s", assignment="a", status=grade.GRADED, score=1.0, max_score=1.0, notes=notes)
     assert row_of(r)["notes"] == "not sandboxed"
     assert summary([r]).endswith("; not sandboxed")
-    assert "not sandboxed" not in summary([grade.Result("s", "a", grade.GRADED, 1.0, 1.0, 1.0)])
+    assert "not sandboxed" not in summary([grade.Result(student="s", assignment="a", status=grade.GRADED)])
 
 
 # ---- the hostile corpus in the grading run ------------------------------------------------------------------

@@ -25,8 +25,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import COURSE_KERNELSPEC
 from benchmark.reference import SETUP_CELL
+from nbplumbing.adapter import COURSE_KERNELSPEC
 from tests import corpus
 from tests.common import (
     ASSIGNMENTS,

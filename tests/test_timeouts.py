@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import class_run, pipeline, processes
+from autograder import class_run
 from autograder.__main__ import main
+from nbplumbing import adapter, processes
 from tests.common import CELL_TIMEOUT, KILL_SLACK, ROOT
 from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
 from utils import launch
@@ -50,7 +51,7 @@ def test_the_ladder_is_in_order() -> None:
 def test_every_default_is_the_ladders() -> None:
     assert _default(launch.launch, "timeout") == LAUNCH_S
     assert launch._pg_timeout(LAUNCH_S).total_seconds() == process_group_s(LAUNCH_S)
-    assert pipeline.nbgrader_config().Execute.timeout == CELL_TIMEOUT == CELL_S
+    assert adapter.nbgrader_config().Execute.timeout == CELL_TIMEOUT == CELL_S
     assert _default(class_run.grade_class, "timeout") == SUBMISSION_S
     assert _default(processes.kill_tagged, "wait") == KILL_WAIT_S
     assert KILL_SLACK == KILL_SLACK_S
@@ -71,7 +72,7 @@ def test_a_cell_limit_not_below_the_submissions_is_refused(cell: float, submissi
 
 
 def test_grade_class_refuses_before_grading(tmp_path: Path) -> None:
-    with pytest.raises(pipeline.PipelineError, match=r"cell limit \(120 s\) must be below the submission's \(60 s\)"):
+    with pytest.raises(adapter.PipelineError, match=r"cell limit \(120 s\) must be below the submission's \(60 s\)"):
         class_run.grade_class(tmp_path / "nothing here", tmp_path / "out", timeout=60)
     assert not (tmp_path / "out").exists()
 

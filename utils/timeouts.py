@@ -16,7 +16,7 @@
   then fail at once (utils.launch_report.hang_budget), so a submission that deadlocks everywhere is graded in a few
   minutes with its other points, far below SUBMISSION_S. The grader passes it to the kernel in $HANG_BUDGET, with
   the ledger file that adds up the seconds in $HANG_LEDGER.
-- KILL_SLACK_S (20 s): from a submission's limit to every process of it gone; autograder.processes keeps killing
+- KILL_SLACK_S (20 s): from a submission's limit to every process of it gone; nbplumbing.processes keeps killing
   for KILL_WAIT_S of it.
 
 >>> process_group_s(LAUNCH_S)
@@ -41,7 +41,7 @@ CELL_S = 120.0  # nbgrader's per-cell limit: a default launch, its process group
 SUBMISSION_S = 900.0  # one whole submission, nbgrader's and the kernel's start included
 HANG_BUDGET_S = 60.0  # grading: seconds a submission's launches may hang in all before the rest fail at once
 HANG_LEDGER, HANG_BUDGET = "AUTOGRADER_HANG_LEDGER", "AUTOGRADER_HANG_BUDGET_S"  # their environment variables
-KILL_WAIT_S = 10.0  # how long autograder.processes keeps killing a stopped run's processes (they may fork)
+KILL_WAIT_S = 10.0  # how long nbplumbing.processes keeps killing a stopped run's processes (they may fork)
 KILL_SLACK_S = 20.0  # from a submission's limit to every process of it gone: the kill wait and the OS's clean-up
 
 

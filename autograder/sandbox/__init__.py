@@ -37,8 +37,8 @@ from functools import cache
 from pathlib import Path
 
 from autograder.sandbox import landlock
-from autograder.sandbox.cgroup import CgroupError, Group
 from autograder.sandbox.namespaces import CONFIG_VARIABLE, NAMESPACES, unshare
+from nbplumbing.cgroup import CgroupError, Group
 from utils.timeouts import HANG_BUDGET, HANG_BUDGET_S, HANG_LEDGER
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds autograder/ and utils/
@@ -95,7 +95,7 @@ def missing() -> list[str]:
 
 def require() -> None:
     """Raise PipelineError, saying what is missing and what --no-sandbox does, when no sandbox can be made here."""
-    from autograder.pipeline import PipelineError  # not at the top: the kernel launcher imports this package
+    from nbplumbing.adapter import PipelineError  # not at the top: the kernel launcher imports this package
 
     if lacks := missing():
         raise PipelineError(refusal(lacks))

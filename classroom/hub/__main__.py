@@ -15,9 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.pipeline import PipelineError
+from autograder.run import INTERRUPTED, INTERRUPTED_NOTE, add_options, options_of
 from classroom.hub import server
 from classroom.hub.roster import RosterError
+from nbplumbing.adapter import PipelineError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             sub.add_argument("--purge-grades", action="store_true", help="--purge, and the gradebook and grades too")
         if name in ("release", "grade"):
             sub.add_argument("lab", help="e.g. 00_ranks_and_alpha_beta")
-    args, extra = parser.parse_known_args(argv)  # grade: the rest are `python -m autograder autograde`'s options
-    if extra and args.step != "grade":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if name == "grade":
+            add_options(sub)  # `python -m autograder autograde`'s
+            grade_parser = sub
+    args = parser.parse_args(argv)
     hub_dir = args.dir or server.remembered_dir()
     try:
         if args.step == "start":
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.step == "release":
             print(server.release(args.lab, hub_dir).strip())
         else:
-            return server.grade(args.lab, hub_dir, tuple(extra))
+            server.grade(args.lab, hub_dir, options=options_of(grade_parser, args))
     except (server.HubError, RosterError, PipelineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         layout = server.Layout(hub_dir.resolve())
@@ -72,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"what it made is on record: `python -m classroom.hub stop --dir {hub_dir} --purge` "
                   "(make hub-stop HUB_ARGS=--purge) removes it", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(INTERRUPTED_NOTE, file=sys.stderr)
+        return INTERRUPTED
     return 0
 
 

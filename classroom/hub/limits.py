@@ -1,6 +1,6 @@
 """One student's bounds: memory, tasks and CPU of their JupyterLab, its kernels and every rank they fork, together.
 
-The memory and task bounds are the grading sandbox's cgroup (autograder/sandbox/cgroup.py: cgroup v1's memory and
+The memory and task bounds are the grading sandbox's cgroup (nbplumbing/cgroup.py: cgroup v1's memory and
 pids hierarchies and its cpu group, or a v2 group); the CPU bound is a CFS quota in it (v1's cpu.cfs_quota_us, or
 cpu.max of the v2 group): `cpus` = 2 lets a student's ranks use two cores' worth of time in every 100 ms, however
 many ranks they start, so one student's 5-rank launch slows their own ranks, not the room's. A process and everything
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.sandbox.cgroup import MOUNT, Group
+from nbplumbing.cgroup import MOUNT, Group
 
 log = logging.getLogger("classroom.hub")
 PERIOD_US = 100_000  # the CFS period: the quota is cpus x this

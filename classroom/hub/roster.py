@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from autograder.processes import kill_until_gone
+from nbplumbing.processes import kill_until_gone
 
 ROLES = ("student", "instructor")
 # What useradd accepts on Debian without --badname, and what is safe in a URL path and a file name (nbgrader puts

@@ -34,11 +34,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.pipeline import REPO_ROOT, course_dir, nbgrader_config
-from autograder.processes import kill_until_gone
+from autograder.run import Options, run_and_report
 from classroom.collect import REFUSED
 from classroom.exchange import exchange_step
 from classroom.hub import exchange, feedback, limits, roster
+from nbplumbing.adapter import REPO_ROOT, course_dir, nbgrader_config
+from nbplumbing.processes import kill_until_gone
 
 DEFAULT_DIR = Path("/srv/ddp-course-hub")
 HUB_DIR_MODE = 0o755
@@ -408,16 +409,16 @@ def release(lab: str, hub_dir: Path = DEFAULT_DIR) -> str:
     return run.log
 
 
-def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = (),
-          say: Callable[[str], None] = print) -> int:
-    """Collect a lab's submissions, grade them in the sandbox (`make autograde`'s grader, on the class's course
+def grade(lab: str, hub_dir: Path = DEFAULT_DIR, *, options: Options,
+          say: Callable[[str], None] = print) -> None:
+    """Collect a lab's submissions, grade them in the sandbox (`make autograde`'s grading, on the class's course
     root), and return the feedback through the exchange; formgrader shows the gradebook. The submissions that
-    collect refused (classroom/collect.py) are listed last and in the hub's log. The grading's exit status."""
-    from autograder.__main__ import main as autograder_main  # the command line `make autograde` runs
-
+    collect refused (classroom/collect.py) are listed last and in the hub's log. PipelineError when the grader
+    failed on some submission (no feedback is returned then)."""
     layout = Layout(hub_dir.resolve())
     state = layout.load()
     root = Path(state["course_root"])
+    refused: list[str] = []
     try:
         collected = exchange_step("collect", lab, root, layout.exchange).log.strip()
         say(collected)
@@ -425,13 +426,11 @@ def grade(lab: str, hub_dir: Path = DEFAULT_DIR, grade_args: tuple[str, ...] = (
         if refused:
             with open(layout.log, "a") as log:
                 log.writelines(f"[hub-grade {time.strftime('%Y-%m-%d %H:%M:%S')}] {lab}: {line}\n" for line in refused)
-        status = autograder_main(["autograde", "--root", str(root), *grade_args])
-        if status == 0:
-            feedback.add_grading_reports(course_dir(root, "feedback"), lab)
-            say(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
+        run_and_report(course_dir(root, "submitted"), root, root, options)
+        feedback.add_grading_reports(course_dir(root, "feedback"), lab)
+        say(exchange_step("return-feedback", lab, root, layout.exchange).log.strip())
     finally:
         _give_to_grader(layout, state)
-    if refused:
-        say(f"collect refused {len(refused)} submissions of {lab} (neither collected nor graded; also in "
-            f"{layout.log}):\n" + "\n".join(f"  {line}" for line in refused))
-    return status
+        if refused:
+            say(f"collect refused {len(refused)} submissions of {lab} (neither collected nor graded; also in "
+                f"{layout.log}):\n" + "\n".join(f"  {line}" for line in refused))

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from autograder.pipeline import assignment_names
+from nbplumbing.adapter import assignment_names
 from tests.corpus import write
 
 if __name__ == "__main__":

@@ -26,7 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.cells import meta, source
+from autograder.grade import FAILED as FAILED  # the statuses a case expects: the labs' corpora import them from here
+from autograder.grade import GRADED, Status
+from autograder.grade import TIMED_OUT as TIMED_OUT
+from nbplumbing.cells import meta, source
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = re.compile(r"(?P<indent>[ \t]*)### BEGIN SOLUTION\n.*?### END SOLUTION\n", re.DOTALL)
@@ -34,8 +37,6 @@ HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS$.*?^[ \t]*### END HIDDEN TES
 
 Notebook = dict  # a notebook as json.load gives it
 Edit = Callable[[Notebook], "Notebook | bytes"]  # solution notebook -> submitted notebook (or raw bytes)
-
-GRADED, FAILED, TIMED_OUT = "graded", "failed", "timed out"  # autograder.grade's statuses
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Case:
     name: str  # the student id
     make: Edit
     loses: frozenset[str] = frozenset()  # the test cells that must score 0; all others keep their points
-    status: str = GRADED  # GRADED, or FAILED / TIMED_OUT (then nothing is scored)
+    status: Status = GRADED  # GRADED, or FAILED / TIMED_OUT (then nothing is scored)
     file_name: str | None = None  # the submitted file's name, if not the notebook's own
     tampered: bool = False  # whether the grader must flag it
     says: tuple[str, ...] = ()  # words the feedback must contain

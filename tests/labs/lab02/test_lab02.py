@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from autograder.cells import source
+from nbplumbing.cells import source
 from tests.corpus.common import SOLUTION, cells, solution_notebook
 from tests.labs.lab02.corpus import BISECTION
 from utils.checks import raises_value_error

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.processes import kill_until_gone
+from nbplumbing.processes import kill_until_gone
 
 MOUNT = Path("/sys/fs/cgroup")
 

@@ -1,10 +1,11 @@
-"""The course's nbgrader: its config, the one way to run an nbgrader command, the release and the gradebook.
+"""The course's nbgrader: its config, the course folders, the one way to run an nbgrader command, the release and
+the scores of a gradebook.
 
-Every nbgrader command runs as a subprocess with autograder/nbgrader_config.py (run_nbgrader), quiet on success
-and with nbgrader's whole log in the exception on failure. Every function takes the course root (the folder that
-holds solutions/, submitted/, autograded/, feedback/ and gradebook.db), so the tests can grade in a temporary
-folder without touching the repository's gradebook. Grading itself is
-autograder/grade.py (one submission) and autograder/class_run.py (a whole class).
+Every nbgrader command runs as a subprocess with the course's config, autograder/nbgrader_config.py (run_nbgrader),
+quiet on success and with nbgrader's whole log in the exception on failure. Every function takes the course root
+(the folder that holds solutions/, submitted/, autograded/, feedback/ and gradebook.db), so the tests can grade in a
+temporary folder without touching the repository's gradebook. Grading (autograder/) and the class's logistics
+(classroom/) both run nbgrader through this module; it imports neither.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from pathlib import Path
 
 from traitlets.config import Config, PyFileConfigLoader
 
-from autograder.processes import TAG_VARIABLE, kill_tagged, new_tag
-from autograder.scrub import ANSWERS_VARIABLE, assignment_answers
+from nbplumbing.processes import TAG_VARIABLE, kill_tagged, new_tag
 
-log = logging.getLogger("autograder")
+log = logging.getLogger("nbplumbing")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_FILE = Path(__file__).resolve().with_name("nbgrader_config.py")
+# The course's nbgrader config is grading's (it wires in autograder/'s preprocessors); nbgrader loads it by its path.
+CONFIG_FILE = REPO_ROOT / "autograder" / "nbgrader_config.py"
 # The course's Jupyter kernel, which the Makefile installs into the venv (`ipykernel install --sys-prefix --name
 # ddp-course`). Every notebook asks for it: JupyterLab then opens each lab on the venv's Python without a kernel
 # picker, and nbgrader (which grades on the kernelspec of solutions/) runs the same interpreter.
@@ -90,7 +91,7 @@ class NbgraderRun:
 
     returncode: int | None
     log: str
-    tag: str  # TAG_VARIABLE of every process it started (autograder.processes finds them by it)
+    tag: str  # TAG_VARIABLE of every process it started (nbplumbing.processes finds them by it)
 
 
 # ---- configuration -----------------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ def notebook_names(root: Path, assignment: str) -> list[str]:
     return sorted(p.stem for p in (course_dir(root, "source") / assignment).glob("*.ipynb"))
 
 
-# ---- release and feedback ---------------------------------------------------------------------------------------
+# ---- the release -------------------------------------------------------------------------------------------------
 
 
 def release(root: Path = REPO_ROOT, *, release_dir: Path | None = None) -> list[Path]:
@@ -264,17 +265,3 @@ def read_score(root: Path, student: str, assignment: str) -> tuple[float, float]
         except MissingEntry as exc:
             raise PipelineError(f"the gradebook has no grades for {student}/{assignment}") from exc
         return float(sub.score), float(sub.max_score)
-
-
-def feedback(root: Path = REPO_ROOT) -> list[Path]:
-    """Write HTML feedback for everything in autograded/ into feedback/ (no line of the answers in any output:
-    autograder/scrub.py); return the files written."""
-    autograded = course_dir(root, "autograded")
-    if not any(autograded.glob("*/*/*.ipynb")):
-        raise PipelineError(f"nothing autograded in {autograded}: run the autograde first")
-    answers = assignment_answers(course_dir(root, "source"), course_dir(root, "release"), assignment_names(root))
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
-        json.dump(answers, lines)
-        lines.flush()
-        run_nbgrader("generate_feedback", "*", "--force", root=root, env={ANSWERS_VARIABLE: lines.name})
-    return sorted(course_dir(root, "feedback").glob("*/*/*.html"))

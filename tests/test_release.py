@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import pipeline
+from nbplumbing import adapter
 from tests.common import ASSIGNMENTS, COURSE, ROOT, lab_params
 
 IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc")  # editor and interpreter droppings, as nbgrader
@@ -40,7 +40,7 @@ def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not ASSIGNMENTS:
         pytest.skip("no assignments in solutions/")
     out = tmp_path_factory.mktemp("regenerated") / "course"
-    pipeline.release(ROOT, release_dir=out)
+    adapter.release(ROOT, release_dir=out)
     return out
 
 
@@ -72,7 +72,7 @@ def test_course_is_a_fresh_regeneration(assignment: str, regenerated: Path) -> N
 
 def test_ignore_pattern_drops_only_known_noise() -> None:
     """IgnorePattern drops a stderr output made only of warnings, and keeps anything else (which scores 0)."""
-    cfg = pipeline.nbgrader_config().IgnorePattern
+    cfg = adapter.nbgrader_config().IgnorePattern
     assert cfg.enabled
     noise = [
         "/usr/lib/python3.12/multiprocessing/popen_fork.py:66: DeprecationWarning: This process (pid=42) is "
