@@ -14,8 +14,10 @@ the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Four su
   hidden-test marker as text; it prints one REPORT line of what it managed. Its last exercise cell allocates more
   than the memory bound in the kernel (the allocation fails there; the kernel lives on), and a cell of its own at
   the end of the notebook is a fork bomb whose children sleep (it reports how far it got).
-- "memory_hog": solved, but ring_shift's ranks each take 0.6 of the memory bound (together more than it): a rank
-  is stopped, only test_ring_shift is lost, and the report says "used more than 4 GB: stopped".
+- "memory_hog": ring_shift's ranks each take 0.6 of the memory bound (together more than it): a rank is stopped
+  (by the out-of-memory killer, or at its launch's time limit when reclaiming at the bound slowed it), test_ring_shift
+  is lost, and the report says "used more than 4 GB: stopped". It also carries lab 00's wrong results (exercises
+  0.2 and 0.4, tests/labs/lab00/corpus.py), which cost exactly their points.
 - "transformer" and "swallower", on the untouched release (an honest 0 of 11; both got 11 before
   autograder/execution.py): the first adds an IPython input transformer that turns every later cell into `pass`,
   except test_ring_shift, cut to its last line; the second swallows every failure (a custom exception handler, a
@@ -32,7 +34,7 @@ import json
 from autograder.sandbox import Limits
 from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells, chain, prepend, solution_notebook
 from tests.labs.lab00.corpus import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
-from tests.labs.lab00.corpus import SEND_FIRST
+from tests.labs.lab00.corpus import SEND_FIRST, WRONG_RESULTS, WRONG_RESULTS_LOSE, WRONG_RESULTS_SAY
 
 # The grading run's: below CI's memory, above a lab's; a hang budget of one hung launch of lab 00's tests (20 s) and
 # its deadlock demo (2 s), so that a submission that deadlocks everywhere costs CI one hang, not three.
@@ -250,9 +252,10 @@ CASES = [
                           cell_at_end(FORK_BOMB)),
          loses={"test_ping_pong", "test_ring_shift"},
          says=("did not finish within 30 s", "already hung", "test_ring_shift (4 points) failed")),
-    Case("memory_hog", prepend("ring_shift", HOG_RANKS), loses={"test_ring_shift"},
+    Case("memory_hog", chain(prepend("ring_shift", HOG_RANKS), WRONG_RESULTS),
+         loses={"test_ring_shift", *WRONG_RESULTS_LOSE},
          says=(f"used more than {SANDBOX_LIMITS.memory_words()}: stopped", "test_ring_shift (4 points) failed",
-               "killed by SIGKILL")),
+               *WRONG_RESULTS_SAY)),
     Case("transformer", on_release(cell_after("setup", TRANSFORMER)), loses=ALL_TESTS, flagged=True,
          says=("test_ping_pong did not run to its end as written (it stopped before its end",
                "test_ring_shift did not run to its end as written (what ran was not the cell as written",

@@ -56,6 +56,14 @@ def _busy_rank():
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C does nothing
 launch(_busy_rank, 2, timeout=10**6)
 """
+# Wrong in exercise 0.2, and transcribing n_1/2 for every share in exercise 0.4 instead of deriving the size for a
+# share: each costs exactly its exercise (tests/corpus/hostile.py's memory_hog carries them).
+WRONG_RESULTS = chain(body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n"))
+WRONG_RESULTS_LOSE = {"test_fit_alpha_beta", "test_size_for_share"}
+WRONG_RESULTS_SAY = ("test_fit_alpha_beta (3 points) failed: AssertionError",
+                     "expected both back, got alpha = 3e-05 (1 times) and beta = 1e-09 (2 times)",
+                     "test_size_for_share (1 points) failed",
+                     "bytes: expected a share of 0.9 there, got 0.5 (that is n_1/2, the size for a share of 1/2 only)")
 WRONG_SHIFT = "return tensor.clone()  # forgets to communicate\n"
 # Right on Gloo, but on NCCL the pair's irecv heads both queues and each isend waits behind it (nccl_rules).
 UNGROUPED_SHIFT = """rank, world = dist.get_rank(), dist.get_world_size()
@@ -83,29 +91,20 @@ CASES = [
          says=("test_ring_shift (4 points) failed", "did not finish within 20 s", "blocked in torch.distributed.send",
                "dist.send(tensor, dst=(rank + 1) % world)  # every rank sends first: Gloo waits",
                "test_fit_alpha_beta (3 points) failed", "NameError: name 'fit_alpha_beta' is not defined")),
-    # Two failing ranks in one submission: rank 1 raises in ping_pong, and is killed in ring_shift.
-    Case("rank_raises_then_killed", chain(
-        prepend("ping_pong", 'if dist.get_rank() == 1:\n    raise RuntimeError("rank 1 lost its buffer")\n'),
-        prepend("ring_shift", "if dist.get_rank() == 1:\n    import os, signal\n"
-                "    os.kill(os.getpid(), signal.SIGKILL)\n")),
-         loses={"test_ping_pong", "test_ring_shift"},
-         says=("test_ping_pong (3 points) failed", "rank 1 failed", "RuntimeError: rank 1 lost its buffer",
-               "test_ring_shift (4 points) failed", "killed by SIGKILL")),
-    # Renamed, with the student's own cells, and noisy on stderr (warnings, prints of the ranks), which costs
-    # nothing; wrong in exercise 0.2, and transcribing n_1/2 for every share in exercise 0.4 instead of deriving
-    # the size for a share, which costs exactly those two.
-    Case("renamed_noisy_extra_cells_wrong_result", chain(
+    # Two failing ranks in one submission: rank 1 raises in ping_pong, and is killed in ring_shift. Renamed, with
+    # the student's own cells, and noisy on stderr (warnings, prints of the ranks), which costs nothing.
+    Case("renamed_noisy_extra_cells_rank_raises_then_killed", chain(
         add_cells,
         prepend("fit_alpha_beta", 'import warnings\nwarnings.warn("fit_alpha_beta: using relative residuals")\n'),
         prepend("ring_shift", 'import sys\nimport warnings\n'
                 'print(f"rank {dist.get_rank()}: shifting", file=sys.stderr)\n'
                 'warnings.warn("ring_shift: a warning from a rank")\n'),
-        body("fit_alpha_beta", WRONG_FIT), body("size_for_share", "return alpha / beta\n")),
-         loses={"test_fit_alpha_beta", "test_size_for_share"}, file_name="lab00_final(1).ipynb",
-         says=("graded as", "test_fit_alpha_beta (3 points) failed: AssertionError",
-               "expected both back, got alpha = 3e-05 (1 times) and beta = 1e-09 (2 times)",
-               "test_size_for_share (1 points) failed",
-               "bytes: expected a share of 0.9 there, got 0.5 (that is n_1/2, the size for a share of 1/2 only)")),
+        prepend("ping_pong", 'if dist.get_rank() == 1:\n    raise RuntimeError("rank 1 lost its buffer")\n'),
+        prepend("ring_shift", "if dist.get_rank() == 1:\n    import os, signal\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\n")),
+         loses={"test_ping_pong", "test_ring_shift"}, file_name="lab00_final(1).ipynb",
+         says=("graded as", "test_ping_pong (3 points) failed", "rank 1 failed", "RuntimeError: rank 1 lost its buffer",
+               "test_ring_shift (4 points) failed", "killed by SIGKILL")),
     # What the contract allows costs nothing: a barrier of every rank (rank 2 too) before the exchange. What it
     # rules out costs exactly its exercise: weights 1/t_i^2 from the measured times, pass 1 alone (biased low), and
     # a ring_shift that completes on Gloo but would hang on NCCL (the test's run under NCCL's rules refuses it).

@@ -65,16 +65,26 @@ return messages
 CASES = [
     # The built-in broadcast under another name: the right result and no message to count. And exercise 1.9's
     # floors taken from the direct algorithms: N (N - 1) messages for AllGather and ReduceScatter, N (N - 1) for
-    # AllReduce too.
-    Case("cheat_c10d_broadcast_messages_of_the_direct_algorithms", chain(
+    # AllReduce too. And reduce_scatter forgets to add the other ranks' contributions; 1.8 takes one rank's floor
+    # for the floor of all of them; all_gather posts its irecv and isend with each peer ungrouped: right on Gloo, a
+    # hang on NCCL (the tests' run under NCCL's rules refuses it, and says how to post them).
+    Case("cheat_c10d_broadcast_direct_messages_broken_reduce_scatter_ungrouped_all_gather", chain(
         body("broadcast", 'check_root(src, "src")\n'
              "torch.distributed.distributed_c10d.broadcast(tensor, src)\nreturn\n"),
         body("minimum_messages",
-             'return N - 1 if collective in ("broadcast", "scatter", "gather") else N * (N - 1)\n')),
-         loses={"test_broadcast", "test_minimum_messages"},
+             'return N - 1 if collective in ("broadcast", "scatter", "gather") else N * (N - 1)\n'),
+        body("reduce_scatter", "output.copy_(input_list[dist.get_rank()])\nreturn\n"),
+        body("minimum_traffic", "return (N - 1) * piece_bytes\n"),
+        body("all_gather", UNGROUPED_ALL_GATHER)),
+         loses={"test_broadcast", "test_minimum_messages", "test_reduce_scatter", "test_minimum_traffic",
+                "test_all_gather"},
          says=("test_broadcast (2 points) failed", "this exercise must be built only from",
                "minimum_messages('all_gather', 3): expected 4 (an int: the search's fewest), got 6",
-               "minimum_messages('all_reduce', 3): expected 4 (an int: the search's fewest), got 6")),
+               "minimum_messages('all_reduce', 3): expected 4 (an int: the search's fewest), got 6",
+               "test_all_gather (3 points) failed", "NCCL would hang here", FIX,
+               "rank 0: element [0]: expected 3, got 0",
+               "got is this rank's own input_list[rank]: the other ranks' contributions were never added",
+               "minimum_traffic('all_gather', 2, 8): expected 16 (an int: the search's fewest bytes), got 8")),
     # The built-in all_gather, imported by name when the cell runs, before any ledger swaps the module's names. And
     # the floors of 1.8 and 1.9 counted by walking an algorithm's messages, not derived.
     Case("cheat_imported_all_gather_simulated_floors", chain(
@@ -101,16 +111,4 @@ CASES = [
                "a point-to-point message reached Backend.recv",
                "all_reduce uses torch's private distributed internals (_functional_collectives)",
                "scatter uses torch's private distributed internals (_get_backend)")),
-    # Forgets to add the other ranks' contributions; takes one rank's floor for the floor of all of them; and posts
-    # all_gather's irecv and isend with each peer ungrouped: right on Gloo, a hang on NCCL (the tests' run under
-    # NCCL's rules refuses it, and says how to post them).
-    Case("broken_reduce_scatter_ungrouped_all_gather", chain(
-        body("reduce_scatter", "output.copy_(input_list[dist.get_rank()])\nreturn\n"),
-        body("minimum_traffic", "return (N - 1) * piece_bytes\n"),
-        body("all_gather", UNGROUPED_ALL_GATHER),
-    ), loses={"test_reduce_scatter", "test_minimum_traffic", "test_all_gather"},
-         says=("test_all_gather (3 points) failed", "NCCL would hang here", FIX,
-               "rank 0: element [0]: expected 3, got 0",
-               "got is this rank's own input_list[rank]: the other ranks' contributions were never added",
-               "minimum_traffic('all_gather', 2, 8): expected 16 (an int: the search's fewest bytes), got 8")),
 ]
