@@ -28,6 +28,7 @@ import ctypes
 import os
 import pwd
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -40,6 +41,7 @@ import pytest
 from autograder.run import Options
 from classroom.hub import exchange, feedback, limits, roster, server
 from nbplumbing.adapter import read_score
+from nbplumbing.processes import tagged_processes
 from tests import corpus
 from tests.common import ROOT, page_text
 
@@ -295,8 +297,8 @@ def test_hub_status_shows_a_and_the_culler_runs(hub: dict, alyssa: Visitor) -> N
     """`make hub-status` lists A's server and its memory; jupyterhub-idle-culler runs as a hub service."""
     report = server.status(hub["dir"])
     assert f"have a server running: {hub['a']}" in report and hub["group_prefix"] + hub["a"] in report, report
-    culler = [p for p in psutil.process_iter(["cmdline"]) if "jupyterhub_idle_culler" in (p.info["cmdline"] or [])]
-    assert culler, "jupyterhub-idle-culler is not running"
+    culler = [pid for pid in hub_processes(hub) if "jupyterhub_idle_culler" in psutil.Process(pid).cmdline()]
+    assert culler, "this hub's jupyterhub-idle-culler is not running"
 
 
 def test_a_fetches_lab_00_and_submits(hub: dict, alyssa: Visitor, submitted: Path) -> None:
@@ -415,12 +417,26 @@ def test_a_student_sees_lab_00_in_jupyterlab(hub: dict, submitted: Path, tmp_pat
     assert title.strip() == submitted.name, f"the open tab is {title!r}"
 
 
+def hub_processes(hub: dict) -> list[int]:
+    """The live processes that the hub started as root: its own, the proxy's, its services' (server.HUB_TAG)."""
+    tag = server.Layout(hub["dir"].resolve()).load()[server.HUB_TAG]
+    return tagged_processes(tag, variable=server.HUB_TAG)
+
+
 def test_stop_removes_everything(hub: dict) -> None:
     users = [hub["a"], hub["b"], hub["instructor"], hub["grader"]]
     uids = {pwd.getpwnam(u).pw_uid for u in users}
     homes = [home(u) for u in users]
+    state = server.Layout(hub["dir"].resolve()).load()
+    tag = state[server.HUB_TAG]
+    assert hub_processes(hub), "no process of the hub's own found before the stop"
+    # The hub killed outright, as `stop` does once it has not ended STOP_S after SIGTERM (a busy machine): it cleans
+    # nothing up itself, and its services (the idle culler, run as root) must not outlive the stop.
+    os.kill(state["hub_pid"], signal.SIGKILL)
     server.stop(hub["dir"], purge=True, say=lambda line: None)
     collect_zombies()
+    left = tagged_processes(tag, variable=server.HUB_TAG)
+    assert not left, f"processes the hub started are left: {[psutil.Process(p).cmdline() for p in left]}"
     left = [u for u in users if roster.exists(u)]
     assert not left, f"users left: {left}"
     assert not [h for h in homes if h.exists()], "homes left"

@@ -63,6 +63,8 @@ c.JupyterHub.services = [
                  f"--ServerApp.root_dir={state['course_root']}"],
      "environment": state["grader_env"]},
     {"name": "idle-culler", "command": [str(Path(state["venv"]) / "bin" / "python"), "-m", "jupyterhub_idle_culler",
-                                        f"--timeout={state['cull_s']}"]},
+                                        f"--timeout={state['cull_s']}"],
+     # the hub's tag (server.HUB_TAG): JupyterHub passes services only what they are given, and `stop` finds it by this
+     "environment": {"DDP_HUB_TAG": state["DDP_HUB_TAG"]}},
     {"name": "classroom-status", "api_token": (private / "status_token").read_text().strip()},
 ]

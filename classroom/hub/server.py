@@ -39,7 +39,7 @@ from classroom.collect import REFUSED
 from classroom.exchange import exchange_step
 from classroom.hub import exchange, feedback, limits, roster
 from nbplumbing.adapter import REPO_ROOT, course_dir, nbgrader_config
-from nbplumbing.processes import kill_until_gone
+from nbplumbing.processes import kill_tagged, kill_until_gone, new_tag
 
 DEFAULT_DIR = Path("/srv/ddp-course-hub")
 HUB_DIR_MODE = 0o755
@@ -52,6 +52,7 @@ RECORD = VENV / "hub-dir"  # the --dir of this venv's last `start`: the other st
 KEPT = ("gradebook.db", "grades.csv", "lms-grades.csv")  # what `stop --purge` keeps of the course root, in grades/
 START_S = 90.0  # the hub's start on a busy 2-core machine, proxy and services included (about 5-15 s)
 STOP_S = 30.0
+HUB_TAG = "DDP_HUB_TAG"  # the environment variable that marks the hub's own processes (state[HUB_TAG]: its value)
 
 
 class HubError(RuntimeError):
@@ -173,7 +174,7 @@ def start(roster_file: Path, hub_dir: Path = DEFAULT_DIR, port: int = 8000, ip: 
              "instructors": [p.username for p in people if p.role == "instructor"],
              "memory_gb": memory_gb, "cpus": cpus, "cull_s": cull_s,
              "created_users": previous.get("created_users", []), "created_groups": previous.get("created_groups", []),
-             "repo_modes": {}}
+             "repo_modes": {}, **new_tag(HUB_TAG)}  # in the environment of the hub and its root-run services
     layout.save(state)  # from here on, `stop --purge` undoes whatever was made, even after a failure below
     RECORD.write_text(f"{layout.root}\n")
     passwords = _make_people(layout, state, people, home_base)
@@ -269,7 +270,8 @@ def _open_repository(state: dict) -> None:
 
 def _launch(layout: Layout, state: dict) -> None:
     """Start JupyterHub in the background, its output into the log; wait until it answers."""
-    env = {**os.environ, "DDP_HUB_STATE": str(layout.state_file), "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "DDP_HUB_STATE": str(layout.state_file), "PYTHONPATH": str(REPO_ROOT),
+           HUB_TAG: state[HUB_TAG]}
     with open(layout.log, "ab") as log:
         proc = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(CONFIG)], cwd=layout.private,
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -304,6 +306,8 @@ def stop(hub_dir: Path = DEFAULT_DIR, purge: bool = False, keep_grades: bool = T
     for pidfile in (layout.private / "proxy.pid", layout.private / "hub.pid"):
         if pidfile.exists() and pidfile.read_text().strip().isdigit():
             _end(int(pidfile.read_text()))
+    if HUB_TAG in state:  # what the hub started as root and did not stop on SIGTERM (the idle culler did not)
+        kill_tagged(state[HUB_TAG], variable=HUB_TAG)
     users = [u for u in state["created_users"] if roster.exists(u)]
     for username in users:
         kill_until_gone(lambda u=username: roster.user_processes(u), wait=10.0)
