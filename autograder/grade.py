@@ -11,6 +11,7 @@ runs past its limit is stopped with its whole process tree (nbplumbing/processes
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import tempfile
@@ -188,6 +189,13 @@ def prepare_template(assignments: list[str], work: Path, root: Path = REPO_ROOT)
     return template
 
 
+@functools.cache
+def template_answers(template: Path, assignment: str) -> frozenset[str]:
+    """The answer lines of an assignment of a prepared template (autograder/scrub.py): read once per run, not once
+    per submission (each reading parses every released notebook)."""
+    return frozenset(assignment_answers(course_dir(template, "source"), template / "release", [assignment])[assignment])
+
+
 def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_timeout: float | None = None,
               env: Mapping[str, str] | None = None, sandbox: Limits | None = DEFAULT_LIMITS) -> Result:
     """Grade one submission in its own course root (a copy of the template's gradebook), and make its feedback page
@@ -198,10 +206,9 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"grade-{entry.student}-", dir=work))
     result = Result(student=entry.student, assignment=entry.assignment, status=FAILED, root=root)
-    lines: set[str] = set()  # the answer lines: kept out of the notes and the feedback page
+    lines: frozenset[str] = frozenset()  # the answer lines: kept out of the notes and the feedback page
     try:
-        lines = set(assignment_answers(course_dir(template, "source"), template / "release",
-                                       [entry.assignment])[entry.assignment])
+        lines = template_answers(template, entry.assignment)
         shutil.copytree(course_dir(template, "source") / entry.assignment,
                         course_dir(root, "source") / entry.assignment)
         shutil.copy(template / "gradebook.db", root / "gradebook.db")

@@ -111,17 +111,19 @@ class Group:
         """The processes in the group now."""
         return sorted({int(p) for f in self.folders for p in (f / "cgroup.procs").read_text().split()})
 
+    def _count(self, name: str, key: str) -> int:
+        """A counter of a "key value" control file (memory.events, memory.oom_control); 0 when it is not there."""
+        lines = self._file(name).read_text().splitlines()
+        return int(dict(line.split() for line in lines if line.strip()).get(key, 0))
+
     def oom_kills(self) -> int:
         """How many processes of the group the out-of-memory killer stopped at its memory bound."""
-        text = self._file("memory.events" if self.version == 2 else "memory.oom_control").read_text()
-        counts = dict(line.split() for line in text.splitlines() if line.strip())
-        return int(counts.get("oom_kill", 0))
+        return self._count("memory.events" if self.version == 2 else "memory.oom_control", "oom_kill")
 
     def limit_reached(self) -> int:
         """How many times the group's memory reached its bound (each time the kernel reclaimed instead of giving)."""
         if self.version == 2:
-            counts = dict(line.split() for line in self._file("memory.events").read_text().splitlines() if line)
-            return int(counts.get("max", 0))
+            return self._count("memory.events", "max")
         return int(self._file("memory.failcnt").read_text())
 
     def kill_all(self, wait: float = 10.0) -> int:
