@@ -17,7 +17,7 @@ import sqlite3
 
 import pytest
 
-from autograder import class_run, grade, reports
+from autograder import grade, reports
 from nbplumbing import adapter
 from nbplumbing.processes import tagged_processes
 from tests import corpus
@@ -32,7 +32,7 @@ from tests.common import (
     lab_params,
     meta,
 )
-from tests.grading_run import GRADING_TIMEOUT
+from tests.grading_run import GRADING_TIMEOUT, WORKERS
 
 ALL = [(a, c.name) for a in ASSIGNMENTS for c in corpus.cases(a)]
 CASES = lab_params(ALL, assignment_of=lambda v: v[0])
@@ -155,7 +155,7 @@ def test_workers_grade_at_once(grading: GradingRun) -> None:
     """The first submissions wait for each other before grading (a barrier, not a clock), so `workers` of them
     ran nbgrader at the same time, each in its own course root; the exact scores above show none disturbed
     another."""
-    assert grading.peak_workers == grading.workers == class_run.default_workers()
+    assert grading.peak_workers == grading.workers == WORKERS
     roots = [r.root for r in grading.results.values()]
     assert len(set(roots)) == len(roots), "two submissions shared a course root"
 

@@ -14,10 +14,11 @@ the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Four su
   hidden-test marker as text; it prints one REPORT line of what it managed. Its last exercise cell allocates more
   than the memory bound in the kernel (the allocation fails there; the kernel lives on), and a cell of its own at
   the end of the notebook is a fork bomb whose children sleep (it reports how far it got).
-- "memory_hog": ring_shift's ranks each take 0.6 of the memory bound (together more than it): a rank is stopped
-  (by the out-of-memory killer, or at its launch's time limit when reclaiming at the bound slowed it), test_ring_shift
-  is lost, and the report says "used more than 4 GB: stopped". It also carries lab 00's wrong results (exercises
-  0.2 and 0.4, tests/labs/lab00/corpus.py), which cost exactly their points.
+- "memory_hog": the kernel holds 0.6 of the memory bound in a /dev/shm file and ring_shift's ranks each take 0.4 of
+  it (together more than the bound): a rank is stopped (by the out-of-memory killer, or at its launch's time limit
+  when reclaiming at the bound slowed it), test_ring_shift is lost, and the report says "used more than 4 GB:
+  stopped". It also carries lab 00's wrong results (exercises 0.2 and 0.4, tests/labs/lab00/corpus.py), which cost
+  exactly their points.
 - "transformer" and "swallower", on the untouched release (an honest 0 of 11; both got 11 before
   autograder/execution.py): the first adds an IPython input transformer that turns every later cell into `pass`,
   except test_ring_shift, cut to its last line; the second swallows every failure (a custom exception handler, a
@@ -135,7 +136,15 @@ except OSError as _e:
     print("{REPORT}" + f"fork bomb: {{_forks}} forks, then {{type(_e).__name__}}")
 '''
 
-HOG_RANKS = f"""hog = torch.ones(int(0.6 * {SANDBOX_LIMITS.memory_bytes}) // 4)  # float32: 0.6 of the bound, each rank
+# The memory_hog case: the kernel first fills 0.6 of the bound with a file in its private /dev/shm (a tmpfs: memory
+# of the submission's cgroup that no process's data limit counts and that nothing can reclaim without swap), then
+# each of ring_shift's ranks takes 0.4 of it. So the ranks reach the bound after a few hundred MB of their own: they
+# are not racing their launch's 20 s limit on a loaded machine, as ranks that had to fill the whole bound were.
+HOG_BALLAST = f"""import os as _os
+with open("/dev/shm/ballast", "wb") as _ballast:  # the sandbox's own tmpfs, charged to the submission's memory
+    _os.posix_fallocate(_ballast.fileno(), 0, int(0.6 * {SANDBOX_LIMITS.memory_bytes}))
+"""
+HOG_RANKS = f"""hog = torch.ones(int(0.4 * {SANDBOX_LIMITS.memory_bytes}) // 4)  # float32: 0.4 of the bound, each rank
 """
 HOG_KERNEL = f'''
 _cache = torch.ones(int(1.2 * {SANDBOX_LIMITS.memory_bytes}) // 4)  # in the kernel: more than the whole bound
@@ -252,7 +261,7 @@ CASES = [
                           cell_at_end(FORK_BOMB)),
          loses={"test_ping_pong", "test_ring_shift"},
          says=("did not finish within 30 s", "already hung", "test_ring_shift (4 points) failed")),
-    Case("memory_hog", chain(prepend("ring_shift", HOG_RANKS), WRONG_RESULTS),
+    Case("memory_hog", chain(append("ring_shift", HOG_BALLAST), prepend("ring_shift", HOG_RANKS), WRONG_RESULTS),
          loses={"test_ring_shift", *WRONG_RESULTS_LOSE},
          says=(f"used more than {SANDBOX_LIMITS.memory_words()}: stopped", "test_ring_shift (4 points) failed",
                *WRONG_RESULTS_SAY)),
