@@ -67,6 +67,19 @@ def test_submission_limit_kills_the_whole_tree(tmp_path: Path) -> None:
     assert not tagged_processes(r.tag), "processes of the stopped submission are still running"
 
 
+def test_new_gradebooks_get_nbgraders_own_schema_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_nbgrader stamps a gradebook it creates with adapter.ALEMBIC_HEAD rather than asking a new `alembic`
+    process: that must be what alembic says for the installed nbgrader, and what a new gradebook then holds. (After
+    an upgrade of nbgrader, set ALEMBIC_HEAD to the revision this test prints.)"""
+    from nbgrader.api import get_alembic_version  # nbgrader's own, unchanged in this process
+
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    assert get_alembic_version() == adapter.ALEMBIC_HEAD, get_alembic_version()
+    adapter.run_nbgrader("db", "student", "add", "alyssa", root=tmp_path)
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(adapter.ALEMBIC_HEAD,)]
+
+
 def test_lms_folder_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A flat LMS folder (zip_collect's documented naming); an empty file fails fast, and says so."""
     folder = tmp_path / "download"
