@@ -1,0 +1,71 @@
+"""Lab 09 (fault tolerance): its restart as a script under `torchrun --max-restarts`, the command its section 5 gives.
+
+The notebook's structure, grading and mutants (corpus.py here) are checked for every lab by the shared tests. Here:
+torchrun's elastic agent runs the solution's `torchrun_restart` on 2 workers (utils.notebook_script); on the first
+attempt rank 1 kills itself with SIGKILL in the middle of step 6, the agent stops rank 0 and starts both again, and
+the second attempt resumes from the checkpoint of step 3 and ends with the parameters, sampler position and RNG draws
+of an uninterrupted run, bit for bit; no process is left. About 6 s of CPU (five Python processes that import torch:
+the agent, two workers per attempt) and 5 s of wall-clock time on an idle 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+NOTEBOOK = ROOT / "solutions" / "09_fault_tolerance" / "fault_tolerance.ipynb"
+JOB_S = 150  # the whole job, both attempts; about 5 s on an idle machine, the rest for a loaded one
+MARK = "LAB09_TORCHRUN_JOB"  # an environment variable that torchrun's agent and its workers inherit
+
+
+def _marked(tag: str) -> list[int]:
+    """The pids of the processes whose environment holds MARK=tag: the job's agent and workers, wherever they are."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"{MARK}={tag}".encode() in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours
+            pass
+    return pids
+
+
+def _torchrun_job(folder: Path, tag: str) -> subprocess.CompletedProcess:
+    """The command of the notebook's section 5, with rank 0's results saved to folder/results.pt."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               "--max-restarts=1", "-m", "utils.notebook_script", "--save", str(folder / "results.pt"),
+               str(NOTEBOOK), "torchrun_restart", str(folder / "job")]
+    env = {**os.environ, MARK: tag, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=JOB_S)
+
+
+def test_torchrun_restarts_the_killed_rank_from_its_checkpoint(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    try:
+        job = _torchrun_job(tmp_path, tag)
+    except subprocess.TimeoutExpired as error:
+        raise AssertionError(f"the torchrun job did not end within {JOB_S} s (a worker hung after the kill, or the "
+                             f"restart never joined); its output:\n{error.output}") from None
+    finally:
+        left = _marked(tag)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes {left} of the torchrun job were still running after it ended"
+    output = job.stdout[-4000:] + job.stderr[-4000:]
+    assert job.returncode == 0, f"torchrun exited with {job.returncode}; the end of its output:\n{output}"
+    assert "SIGKILL" in job.stderr or "Signal 9" in job.stderr, f"no worker died of SIGKILL:\n{output}"
+    results = torch.load(tmp_path / "results.pt", weights_only=True)
+    attempts = [r["attempt"] for r in results]
+    assert attempts == [1, 1], f"the job ended in attempts {attempts} (TORCHELASTIC_RESTART_COUNT): expected 1, 1"
+    assert [r["resumed_from"] for r in results] == [["step-000000003"]] * 2, [r["resumed_from"] for r in results]
+    for rank, result in enumerate(results):
+        resumed, whole = result["resumed"], result["whole"]
+        assert torch.equal(resumed["params"], whole["params"]), f"rank {rank}: the restarted run's parameters differ"
+        assert (resumed["sampler"], resumed["draws"]) == (whole["sampler"], whole["draws"]), f"rank {rank}: {result}"
