@@ -15,6 +15,8 @@ import argparse
 import ast
 import json
 import os
+import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,10 @@ def definitions(notebook: Path) -> dict[str, Any]:
     A cell counts when it has nbgrader metadata and is not a test (no points); of its top-level statements, only
     imports, function and class definitions and assignments run.
     """
-    namespace: dict[str, Any] = {"__name__": "__notebook__"}
+    # A module of its own, so that what the notebook defines pickles by name (results gathered from every rank)
+    module = types.ModuleType("__notebook__", f"the definitions of {notebook}")
+    sys.modules[module.__name__] = module
+    namespace = module.__dict__
     for cell in json.loads(Path(notebook).read_text())["cells"]:
         grading = cell.get("metadata", {}).get("nbgrader", {})
         if cell["cell_type"] != "code" or not grading or grading.get("points") or grading.get("grade"):
