@@ -173,11 +173,28 @@ def _launch_under_torchrun(
         backend = _choose_backend(backend, int(os.environ["LOCAL_WORLD_SIZE"]), forking=False)
         if _uses_gpus(backend):
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        dist.init_process_group(backend, timeout=_pg_timeout(timeout))
+        dist.init_process_group(backend, store=_attempt_store(timeout), rank=int(os.environ["RANK"]),
+                                world_size=world_size, timeout=_pg_timeout(timeout))
         atexit.register(_leave_group)  # the group is ours: close it when the script ends
     results: list[Any] = [None] * world_size
     dist.all_gather_object(results, fn(*args, **kwargs))
     return results
+
+
+def _attempt_store(timeout: float) -> dist.Store:
+    """The store of this torchrun attempt's group, at torchrun's MASTER_ADDR:MASTER_PORT.
+
+    With a c10d rendezvous (--standalone too), torchrun's agent serves every attempt from one store of its own
+    (TORCHELASTIC_USE_AGENT_STORE), which still holds what the ranks of an attempt that failed wrote there, their
+    Gloo addresses among it, and torch adds no prefix per attempt: a restarted rank could read a dead rank's address
+    before its successor writes its own, and fail to connect. So each attempt's keys get their own prefix. Without
+    the agent's store, rank 0 serves a new one on a new port at every attempt.
+    """
+    addr, port, rank = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["RANK"])
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != str(True):
+        return dist.TCPStore(addr, port, is_master=rank == 0, timeout=_pg_timeout(timeout), multi_tenant=True)
+    store = dist.TCPStore(addr, port, is_master=False, timeout=_pg_timeout(timeout))
+    return dist.PrefixStore(f"attempt-{os.environ['TORCHELASTIC_RESTART_COUNT']}/", store)
 
 
 def _leave_group() -> None:

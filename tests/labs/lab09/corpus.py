@@ -3,10 +3,13 @@
 Points: test_expected_waste 2, test_optimal_interval 2, test_checkpoint_cost 2, test_save_shards 2, test_save_atomic 2,
 test_load_reshard 2, test_load_errors 2, test_load_dcp 2, test_exact_restart 2, test_restart_other_n 2,
 test_killed_rank 2. The three derivations are independent functions; the tests of 9.5 write their checkpoints with a
-stand-in for save_checkpoint, and those of 9.4 read the files without load_checkpoint, so a fault of one costs only
-its own cells. 9.6's three cells all restart through save and load: a fault of capture_state or restore_state loses
-each cell whose run it changes (the run on another N has no dropout and no noise: only the sampler matters there).
-Faults whose lost cells are disjoint share a submission: two submissions for ten faults.
+stand-in for save_checkpoint, and those of 9.4 read the files without load_checkpoint (torch.load, and DCP's save of
+the same state converted whole by DCP's own dcp_to_torch_save), so a fault of one costs only its own cells. The check
+of interoperability with DCP is therefore in 9.4's test, where the student's save is graded: the student's save
+against DCP's, with no load of the student's between them (9.5's DCP test loads the stand-in's files). 9.6's three
+cells all restart through save and load: a fault of capture_state or restore_state loses each cell whose run it
+changes (the run on another N has no dropout and no noise: only the sampler matters there).
+Faults whose lost cells are disjoint share a submission: two submissions for twelve faults.
 """
 
 from tests.corpus.common import Case, body, chain, replace
@@ -30,6 +33,8 @@ return 1 - segments * tau / spent
 DALY = "    return math.sqrt(2 * delta * mtbf) * (1 + math.sqrt(x) / 3 + x / 9) - delta\n"
 GATHERED = '"gathered": (others / link_bandwidth + world_size * shard_bytes / disk_bandwidth, float(others))'
 SHARD_DICT = '"param_groups": state["param_groups"], "extra": extra}'
+SHARD_STATE = 'for key, value in state["state"].get(0, {}).items()},'
+SHARD_MASTER = 'torch.save({"master": zero.master.detach().cpu(),'
 STAGING = "staging = root / f\"{final.name}.incomplete\"  # not a checkpoint's name: no loader takes it for one"
 NEW_CUT = "new = shard_range(numel, zero.rank, zero.world_size)  # this rank's part in lab 07's layout on M ranks"
 SAMPLER = '    sampler.epoch, sampler.position = state["epoch"], state["position"]\n'
@@ -40,8 +45,9 @@ PUBLISH = "    if publish:\n        zero.publish()\n"
 CASES = [
     # 9.1 simulated (loses test_expected_waste through its time budget); 9.3's gathered checkpoint sends all N shards
     # over rank 0's link, its own too; 9.4 writes the model's full parameters into every rank's file (its bytes
-    # counted); 9.5 cuts the loaded flat vector into floor(P / M) per rank, without lab 07's padding (M = 3, 5 fail:
-    # 76 elements); 9.6 forgets the sampler's position: a resumed run sees the first batches again, on any N.
+    # counted) and leaves Adam's step count out of it (DCP's save of the same state has it); 9.5 cuts the loaded flat
+    # vector into floor(P / M) per rank, without lab 07's padding (M = 3, 5 fail: 76 elements); 9.6 forgets the
+    # sampler's position: a resumed run sees the first batches again, on any N.
     Case("simulated_waste_gathered_own_shard_full_state_unpadded_cut_and_forgotten_sampler", chain(
         body("expected_waste", SIMULATED),
         replace("checkpoint_cost", GATHERED,
@@ -50,28 +56,37 @@ CASES = [
         replace("save_checkpoint", SHARD_DICT,
                 '"param_groups": state["param_groups"], "extra": extra,\n'
                 '                "params": [p.detach().cpu() for p in zero.params]}'),  # the whole model, on every rank
+        replace("save_checkpoint", SHARD_STATE,
+                'for key, value in state["state"].get(0, {}).items() if key != "step"},'),  # MUTANT: no step count
         replace("load_checkpoint", NEW_CUT,
                 "new = range(zero.rank * (numel // zero.world_size), (zero.rank + 1) * (numel // zero.world_size))"),
         replace("capture_state", SAMPLER, "")),
          says=("times as long as one_exp (allowed: 50): derive the waste, do not simulate it",
                "checkpoint_cost(3000, 3, 1000.0, 2000.0, 5000.0)['gathered']: the schedule gives",
-               "more than this rank's shard written?", "its position restored?"),
+               "more than this rank's shard written?", "state['step'] differs from what DCP saved",
+               "its position restored?"),
          loses={"test_expected_waste", "test_checkpoint_cost", "test_save_shards", "test_load_reshard",
                 "test_exact_restart", "test_restart_other_n", "test_killed_rank"}),
     # 9.2 transcribes Young's interval without its 2 (1/sqrt(2) of the optimum: 6% more waste, and the simulation
     # finds 1.4 times it better); 9.4 writes in place, under the final name (a save that dies leaves a checkpoint
-    # that looks newest and is partial); 9.5 takes a checkpoint of another model whose sizes add up, and forgets to
-    # publish what it loaded: the parameters stay those the model was built with (DCP's comparison sees it, and so
-    # does every restart); 9.6 forgets Python's RNG: the noise of the resumed steps differs.
+    # that looks newest and is partial), and cuts its master shard one element long before trimming it: the file
+    # holds the clone's storage, one element of the next rank's shard more (the zip pads its records to 64 bytes, so
+    # the file's size does not change: the bytes of tensor data do); 9.5 takes a checkpoint of another model whose
+    # sizes add up, and forgets to publish what it loaded: the parameters stay those the model was built with (DCP's
+    # comparison sees it, and so does every restart); 9.6 forgets Python's RNG: the noise of the resumed steps differs.
     Case("interval_without_the_2_save_in_place_any_model_unpublished_load_and_forgotten_python_rng", chain(
         replace("optimal_interval", DALY, "    return math.sqrt(delta * mtbf)  # MUTANT: Young's, without the 2\n"),
         replace("save_checkpoint", STAGING, "staging = final  # MUTANT: written in place"),
+        replace("save_checkpoint", SHARD_MASTER,
+                'flat = torch.cat([p.detach().reshape(-1) for p in zero.params])  # MUTANT: a view of one more\n'
+                '    torch.save({"master": flat[zero.owned.start:zero.owned.stop + 1].clone()[:len(zero.owned)],'),
         replace("load_checkpoint", SAME_MODEL, "if False:  # MUTANT: any model"),
         replace("load_checkpoint", PUBLISH, ""),
         replace("capture_state", PYTHON_RNG, "")),
-         loses={"test_optimal_interval", "test_save_atomic", "test_load_errors", "test_load_dcp", "test_exact_restart",
-                "test_restart_other_n", "test_killed_rank"},
-         says=("times it wastes",
+         loses={"test_optimal_interval", "test_save_shards", "test_save_atomic", "test_load_errors", "test_load_dcp",
+                "test_exact_restart", "test_restart_other_n", "test_killed_rank"},
+         says=("times it wastes", "shard-00000.pt holds 320 bytes of tensor data, rank 0's master shard and optimizer "
+               "state take 316: more than this rank's shard written?",
                "expected step-000000002 alone (a directory gets a checkpoint's name only once it is whole)",
                "another model: load_checkpoint returned; expected ValueError",
                "after load_checkpoint, the parameters are not the saved master",

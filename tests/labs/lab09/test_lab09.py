@@ -1,0 +1,76 @@
+"""Lab 09 (fault tolerance): its restart as a script under `torchrun --max-restarts`, the command its section 5 gives.
+
+The notebook's structure, grading and mutants (corpus.py here) are checked for every lab by the shared tests. Here:
+torchrun's elastic agent runs the solution's `torchrun_restart` on 2 workers (utils.notebook_script); on the first
+attempt rank 1 kills itself with SIGKILL in the middle of step 6, the agent stops rank 0 and starts both again, and
+the second attempt resumes from the checkpoint of step 3 and ends with the parameters, sampler position and RNG draws
+of an uninterrupted run, bit for bit; no process is left. About 16 s of CPU: five Python processes that each import
+torch (and torch._dynamo, which torch's optimizers import), the agent and two workers per attempt; 11 s of
+wall-clock time on an idle 2-core machine, 20-30 s with both cores busy (five runs of five passed so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+NOTEBOOK = ROOT / "solutions" / "09_fault_tolerance" / "fault_tolerance.ipynb"
+JOB_S = 150  # the whole job, both attempts: about 11 s on an idle machine, 30 s with both cores busy
+MARK = "LAB09_TORCHRUN_JOB"  # an environment variable that torchrun's agent and its workers inherit
+
+
+def _marked(tag: str) -> list[int]:
+    """The pids of the processes whose environment holds MARK=tag: the job's agent and workers, wherever they are."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"{MARK}={tag}".encode() in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours
+            pass
+    return pids
+
+
+def _torchrun_job(folder: Path, tag: str) -> subprocess.CompletedProcess:
+    """The command of the notebook's section 5, with rank 0's results saved to folder/results.pt."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               "--max-restarts=1", "-m", "utils.notebook_script", "--save", str(folder / "results.pt"),
+               str(NOTEBOOK), "torchrun_restart", str(folder / "job")]
+    env = {**os.environ, MARK: tag, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=JOB_S)
+
+
+def test_torchrun_restarts_the_killed_rank_from_its_checkpoint(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    try:
+        job = _torchrun_job(tmp_path, tag)
+    except subprocess.TimeoutExpired as error:
+        raise AssertionError(f"the torchrun job did not end within {JOB_S} s (a worker hung after the kill, or the "
+                             f"restart never joined); the end of its output:\n{str(error.stdout)[-3000:]}\n"
+                             f"{str(error.stderr)[-3000:]}") from None
+    finally:
+        left = _marked(tag)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):  # ended since
+                os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes {left} of the torchrun job were still running after it ended"
+    output = job.stdout[-4000:] + job.stderr[-4000:]
+    assert job.returncode == 0, f"torchrun exited with {job.returncode}; the end of its output:\n{output}"
+    results = torch.load(tmp_path / "results.pt", weights_only=True)
+    attempts = [r["attempt"] for r in results]
+    assert attempts == [1, 1], f"the job ended in attempts {attempts} (TORCHELASTIC_RESTART_COUNT): expected 1, 1"
+    assert [r["resumed_from"] for r in results] == [["step-000000003"]] * 2, [r["resumed_from"] for r in results]
+    for rank, result in enumerate(results):
+        resumed, whole = result["resumed"], result["whole"]
+        gap = (resumed["params"] - whole["params"]).abs().max().item()
+        assert torch.equal(resumed["params"], whole["params"]), (f"rank {rank}: the restarted run's parameters end "
+                                                                 f"{gap:.3g} away from the uninterrupted run's")
+        assert (resumed["sampler"], resumed["draws"]) == (whole["sampler"], whole["draws"]), f"rank {rank}: {result}"
