@@ -234,7 +234,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         verdicts, answers = root / "verdicts.jsonl", root / "answers.json"
         answers.write_text(json.dumps({entry.assignment: sorted(lines)}))
         try:
-            # The page is made in the same nbgrader process, once the autograde has succeeded (pipeline.THEN).
+            # The page is made in the same nbgrader process, once the autograde has succeeded (adapter.THEN).
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
                                env={**FIGURES_UNDRAWN, **(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts),
                                     ANSWERS_VARIABLE: str(answers)},

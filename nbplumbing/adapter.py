@@ -46,10 +46,10 @@ COURSE_KERNELSPEC = {"display_name": "Python (DDP course)", "language": "python"
 # Then one command after another in that one process (run_nbgrader's `then`), as nbgrader's own tests run its apps:
 # a grading's feedback page costs its conversion, not a second start. The exit status is the first command's; the
 # next runs only when the first succeeded, and a failure of it shows as what it did not write.
+THEN = "--then"  # between the commands on the command line
 # A command that creates a gradebook (generate_assignment, once per grading run) asks a new `alembic` process for the
 # newest revision of nbgrader's schema (nbgrader.api.get_alembic_version): about 2.8 s of CPU each time, and the same
 # answer for one nbgrader version. ALEMBIC_HEAD is that answer for the pinned one; tests/test_grade.py asks alembic.
-THEN = "--then"  # between the commands on the command line
 ALEMBIC_HEAD = "e43177bfe90b"
 NBGRADER_MAIN = f"""
 import sys

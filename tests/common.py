@@ -21,6 +21,7 @@ from autograder import grade
 from nbplumbing import adapter
 from nbplumbing.cells import meta, source
 from tests.corpus.common import HIDDEN, Case
+from tests.labs import lab_marker
 from utils.timeouts import KILL_SLACK_S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,11 +35,6 @@ __all__ = ["ASSIGNMENTS", "CELL_TIMEOUT", "COURSE", "HIDDEN", "KILL_SLACK", "ROO
            "autograded", "cell_seconds", "cells_losing_points", "free_port", "graded_cells", "lab_marker",
            "lab_params", "meta", "notebook", "own_lines", "page_text", "secret_lines", "source", "text_lines",
            "without_hidden_tests"]
-
-
-def lab_marker(assignment: str) -> str:
-    """The marker of an assignment's tests: "02_ring_allreduce" -> "lab02"."""
-    return "lab" + assignment.split("_")[0]
 
 
 def lab_params(values: list, assignment_of=lambda v: v) -> list:

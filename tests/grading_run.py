@@ -86,8 +86,7 @@ def run(base: Path, labs: list[str]) -> Finished:
     """Write the labs' corpus under base/submissions, grade it into base/graded; log progress to base/PROGRESS."""
     submissions, out = base / "submissions", base / "graded"
     written = corpus.write(submissions, labs)
-    workers = WORKERS
-    overlap = Overlap(grade.grade_one, parties=min(workers, len(written)))
+    overlap = Overlap(grade.grade_one, parties=min(WORKERS, len(written)))
     lines: list[str] = []
     log = (base / PROGRESS).open("a", buffering=1)  # line-buffered: the tests show each line as it comes
 
@@ -98,9 +97,9 @@ def run(base: Path, labs: list[str]) -> Finished:
     start = time.monotonic()
     class_run.grade_one = overlap  # this process's own grader: nothing else runs in it
     with log:
-        results = grade_corpus(submissions, out, progress=progress, workers=workers)
+        results = grade_corpus(submissions, out, progress=progress, workers=WORKERS)
         progress(f"{reports.summary(results)} in {time.monotonic() - start:.0f} s")
-    return Finished(out, results, lines, workers, overlap.peak, time.monotonic() - start)
+    return Finished(out, results, lines, WORKERS, overlap.peak, time.monotonic() - start)
 
 
 def main() -> None:

@@ -34,9 +34,14 @@ class Derivation:
     values: tuple[str, ...] = ()  # values at three hidden-test points, as printed to 3 significant figures
 
 
+def lab_marker(assignment: str) -> str:
+    """An assignment's lab: "02_ring_allreduce" -> "lab02", its folder's name here and the marker of its tests."""
+    return "lab" + assignment.split("_")[0]
+
+
 def folder(assignment: str) -> Path:
     """The folder of an assignment's test pieces: "05_large_batch" -> tests/labs/lab05."""
-    return HERE / ("lab" + assignment.split("_")[0])
+    return HERE / lab_marker(assignment)
 
 
 def folders() -> list[Path]:

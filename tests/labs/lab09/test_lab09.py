@@ -11,9 +11,7 @@ wall-clock time on an idle 2-core machine, 20-30 s with both cores busy (five ru
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -21,22 +19,12 @@ from pathlib import Path
 
 import torch
 
+from nbplumbing.processes import kill_tagged
+
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "solutions" / "09_fault_tolerance" / "fault_tolerance.ipynb"
 JOB_S = 150  # the whole job, both attempts: about 11 s on an idle machine, 30 s with both cores busy
 MARK = "LAB09_TORCHRUN_JOB"  # an environment variable that torchrun's agent and its workers inherit
-
-
-def _marked(tag: str) -> list[int]:
-    """The pids of the processes whose environment holds MARK=tag: the job's agent and workers, wherever they are."""
-    pids = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if f"{MARK}={tag}".encode() in environ.read_bytes().split(b"\0"):
-                pids.append(int(environ.parent.name))
-        except OSError:  # gone meanwhile, or not ours
-            pass
-    return pids
 
 
 def _torchrun_job(folder: Path, tag: str) -> subprocess.CompletedProcess:
@@ -57,10 +45,7 @@ def test_torchrun_restarts_the_killed_rank_from_its_checkpoint(tmp_path: Path) -
                              f"restart never joined); the end of its output:\n{str(error.stdout)[-3000:]}\n"
                              f"{str(error.stderr)[-3000:]}") from None
     finally:
-        left = _marked(tag)
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):  # ended since
-                os.kill(pid, signal.SIGKILL)
+        left = kill_tagged(tag, variable=MARK)  # the job's agent and workers, wherever they are
     assert not left, f"processes {left} of the torchrun job were still running after it ended"
     output = job.stdout[-4000:] + job.stderr[-4000:]
     assert job.returncode == 0, f"torchrun exited with {job.returncode}; the end of its output:\n{output}"
