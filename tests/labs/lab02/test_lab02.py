@@ -1,7 +1,8 @@
 """Lab 02: exercise 2.4's test cell, run here on its own (no grading run, a second or so): it passes the solution,
 and it refuses both ways of finding the crossover numerically, each with the words that say why. And exercise 2.6
 on 2 ranks under NCCL's rules: the solution's grouped exchange with its one neighbour passes, the same ring with
-that exchange ungrouped is refused (a few seconds).
+that exchange ungrouped is refused (a few seconds), and it posts every reduce-scatter group before it waits for the
+first, so that adding one segment overlaps the transfers of the next ones.
 
 The corpus (tests/labs/lab02/corpus.py) grades one of them, a bisection on formulas written out by hand; the other, a
 bisection that calls the notebook's own ring_time and tree_time, shares the same test cell, so one submission cannot
@@ -26,6 +27,7 @@ from tests.corpus.common import SOLUTION, cells, solution_notebook
 from tests.labs.lab02.corpus import BISECTION
 from utils.checks import raises_value_error
 from utils.launch import RankFailedError, launch
+from utils.p2p_ledger import Ledger
 
 ASSIGNMENT = "02_ring_allreduce"
 CALLS_THE_FORMULAS = BISECTION.replace(
@@ -87,3 +89,16 @@ def test_the_pipelined_ring_on_two_ranks_runs_under_nccl_rules_only_grouped() ->
     assert launch(_sums_on_two_ranks, 2, False, timeout=30) == [True, True]  # right on plain Gloo
     with pytest.raises(RankFailedError, match="NCCL would hang here: ranks 0 and 1 wait for each other"):
         launch(_sums_on_two_ranks, 2, False, timeout=30, emulate="nccl")
+
+
+def _posted_before_the_first_wait() -> int:
+    tensor = torch.arange(37, dtype=torch.float64)
+    with Ledger() as ledger:
+        pipelined_ring(grouped_at_two=True)(tensor, 24)  # 7 segments per chunk
+    return ledger.waits[0][0]  # how many messages were posted when the rank first waited
+
+
+def test_the_pipelined_ring_on_two_ranks_posts_every_reduce_scatter_group_before_waiting() -> None:
+    """At N = 2 the groups are posted ahead: 7 segments, so 7 sends and 7 receives before the first wait (a ring that
+    waits for each group before posting the next, or keeps two in flight, has posted 2 or 4)."""
+    assert launch(_posted_before_the_first_wait, 2, timeout=30) == [14, 14]
