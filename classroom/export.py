@@ -9,11 +9,15 @@ from this repository's own:
   the visible tests (STUDENT_TEST_RULE): nothing is written twice, so the student's `make lab` is the same;
 - README.md: the student sections (STUDENT_SECTIONS) of this README and of docs/, under a note on what it is;
 - tests/test_labs.py: classroom/template/student_tests.py, every lab's visible tests as the Validate button runs them.
+Every notebook of course/ keeps its bytes but its first cell: the release's banner (classroom/template/
+release_header.ipynb) says how the full repository makes it, from solutions/ with `make release`, neither of which
+the edition has; here it says what a student does (STUDENT_BANNER).
 Nothing else is copied: solutions/, autograder/, benchmark/, classroom/ and tests/ stay here. `leaks` checks the result.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -43,6 +47,13 @@ The student edition of the course: the notebooks in `course/` and the small libr
 (`make test LAB=01` for one lab); every test fails with `NotImplementedError` until you solve its exercise.
 Your instructor grades with more tests than the ones you see.
 """
+# The first cell of each of the edition's notebooks, in place of the release's banner: what a student does. {lab}: the
+# lab's number ("02"), for the test rule above.
+BANNER_ID = "generated-banner"
+STUDENT_BANNER = """\
+*Your copy of this lab: solve the exercises in the cells marked `YOUR CODE HERE` and run the notebook from the top.
+The *Validate* button (or `make test LAB={lab}` in a terminal, in the folder above `course/`) runs the visible tests;
+your instructor grades with more tests than the ones you see.*"""
 # What must never reach students: nbgrader's markers of answers and hidden tests, and the instructor's folders.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 INSTRUCTOR_PATHS = ("solutions", "autograder", "benchmark", "classroom", "tests/corpus", "tests/labs", "submitted",
@@ -59,6 +70,8 @@ def export(out: Path, root: Path = REPO_ROOT) -> Path:
         raise PipelineError(f"no notebooks in {release}: run `make release` first")
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(release, out / "course", ignore=IGNORED)
+    for path in (out / "course").glob("*/*.ipynb"):
+        path.write_text(student_notebook(path.read_text(), path.parent.name[:2]))
     for name in COPIED:
         source = Path(root) / name
         shutil.copytree(source, out / name, ignore=IGNORED) if source.is_dir() else shutil.copy(source, out / name)
@@ -71,6 +84,23 @@ def export(out: Path, root: Path = REPO_ROOT) -> Path:
         raise PipelineError("the student edition would hold answers; nothing was written:\n  " + "\n  ".join(found))
     _git_commit(out)
     return out
+
+
+def student_notebook(text: str, lab: str) -> str:
+    """A released notebook's text with its first cell, the release's banner, saying what a student does instead.
+
+    The rest is kept byte for byte: nbgrader writes notebooks as json.dumps(..., indent=1, ensure_ascii=False) does.
+
+    Raises:
+        PipelineError: the first cell is not the banner (cell id BANNER_ID).
+    """
+    notebook = json.loads(text)
+    first = notebook["cells"][0] if notebook["cells"] else {}
+    if first.get("id") != BANNER_ID:
+        raise PipelineError(f"lab {lab}: the released notebook does not start with the banner cell {BANNER_ID!r}")
+    lines = STUDENT_BANNER.format(lab=lab).split("\n")
+    first["source"] = [line + "\n" for line in lines[:-1]] + lines[-1:]
+    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
 
 
 def student_makefile(makefile: str) -> str:

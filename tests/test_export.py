@@ -103,7 +103,8 @@ def test_every_file_is_a_student_file(clone: Path) -> None:
     made for students: so no solutions/, autograder/, classroom/, benchmark/ (reference implementations) or
     tests/corpus and tests/labs (broken submissions).
     """
-    ours = {f"course/{k}": v for k, v in files(COURSE).items()}
+    ours = {f"course/{k}": export.student_notebook(v.decode(), k[:2]).encode() if k.endswith(".ipynb") else v
+            for k, v in files(COURSE).items()}  # a notebook's first cell says what a student does (the next test)
     for name in export.COPIED:
         path = ROOT / name
         ours.update({f"{name}/{k}": v for k, v in files(path).items() if "__pycache__" not in k} if path.is_dir()
@@ -113,6 +114,23 @@ def test_every_file_is_a_student_file(clone: Path) -> None:
     assert not strays, f"files of the student edition that are not this repository's student files: {strays}"
     assert GENERATED <= set(theirs), sorted(GENERATED - set(theirs))
     assert sorted(p.name for p in (clone / "course").iterdir()) == ASSIGNMENTS
+
+
+@pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
+def test_every_notebook_starts_with_what_a_student_does(clone: Path, assignment: str) -> None:
+    """The release's banner says how the full repository makes the notebook (`make release`, from solutions/); the
+    edition has neither, so its first cell says what a student does there instead."""
+    [path] = (clone / "course" / assignment).glob("*.ipynb")
+    first = source(json.loads(path.read_text())["cells"][0])
+    assert "make release" not in first and "solutions/" not in first, first
+    assert {"YOUR CODE HERE", "Validate", f"make test LAB={assignment[:2]}"} <= set(re.findall(
+        r"YOUR CODE HERE|Validate|make test LAB=\d\d", first)), first
+    assert "make release" in source(json.loads((COURSE / assignment / path.name).read_text())["cells"][0])
+
+
+def test_student_notebook_refuses_a_notebook_without_the_banner() -> None:
+    with pytest.raises(export.PipelineError, match="banner"):
+        export.student_notebook(json.dumps({"cells": [{"id": "intro", "source": []}]}), "02")
 
 
 @pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
