@@ -23,8 +23,8 @@ arrived and been reduced, so that sending one segment overlaps receiving and red
 boundaries too. At N = 2, where both neighbours are one rank, each segment's send and receive go as one group (NCCL's
 rule: lab 02, exercise 2.6), and every reduce-scatter group is posted before the first is waited for, into a
 landing buffer as large as a chunk: adding segment k overlaps the transfers of the segments after it, and segment
-k's all-gather group travels while segment k + 1 is added. Gloo's segments are 1 MiB; ours are up to SEGMENT_BYTES = 4 MiB, because from Python every
-message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured), against
+k's all-gather group travels while segment k + 1 is added. Gloo's segments are 1 MiB; ours are up to
+SEGMENT_BYTES = 4 MiB, because from Python every message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured), against
 the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring / built-in busbw, median over
 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to six runs each).
 """
