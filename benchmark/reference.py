@@ -17,16 +17,16 @@ There is one ring and one tree: the solutions of lab 02's exercises 2.6 (`pipeli
 (`tree_all_reduce`), read from the solution notebook at their first call (`preload` reads them at once), so that
 what students read in the solution is what `make bench` measures. A solution cell runs in the namespace of its
 notebook's own setup cell: the names that cell imports, so an import added there reaches the solutions too (its
-other statements, such as torch.set_num_threads, are left out: they would change the benchmark's process). The
-ring, like Gloo's own, sends every chunk in segments, each going on to the right as soon as it has
-arrived and been reduced, so that sending one segment overlaps receiving and reducing the next, across step
-boundaries too. At N = 2, where both neighbours are one rank, each segment's send and receive go as one group (NCCL's
-rule: lab 02, exercise 2.6), and every reduce-scatter group is posted before the first is waited for, into a
-landing buffer as large as a chunk: adding segment k overlaps the transfers of the segments after it, and segment
-k's all-gather group travels while segment k + 1 is added. Gloo's segments are 1 MiB; ours are up to
-SEGMENT_BYTES = 4 MiB, because from Python every message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured), against
-the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring / built-in busbw, median over
-4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to six runs each).
+other statements, such as torch.set_num_threads, are left out: they would change the benchmark's process). The ring,
+like Gloo's own, sends every chunk in segments, each going on to the right as soon as it has arrived and been
+reduced, so that sending one segment overlaps receiving and reducing the next, across step boundaries too. At N = 2,
+where both neighbours are one rank, each segment's send and receive go as one group (NCCL's rule: lab 02, exercise
+2.6), and every reduce-scatter group is posted before the first is waited for, into a landing buffer as large as a
+chunk: adding segment k overlaps the transfers of the segments after it, and segment k's all-gather group travels
+while segment k + 1 is added. Gloo's segments are 1 MiB; ours are up to SEGMENT_BYTES = 4 MiB, because from Python
+every message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured),
+against the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring / built-in busbw,
+median over 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to six runs each).
 """
 
 from __future__ import annotations
