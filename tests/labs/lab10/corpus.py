@@ -1,0 +1,89 @@
+"""Lab 10 (gradient compression): broken submissions, each losing exactly the points of what it broke.
+
+Points: test_powersgd_bytes 2, test_rank_that_stops_paying 1, test_break_even_bandwidth 2, test_top_k 1,
+test_random_k 1, test_error_feedback 2, test_cast_hook 2, test_orthogonalize 1, test_powersgd_hook 4. The tests of
+ErrorFeedback use a stand-in top-k and random-k, and powersgd_hook's a stand-in orthogonalize (torch's Gram-Schmidt),
+so each fault costs its own cell only, and faults whose cells are disjoint share one of the two submissions.
+"""
+
+from tests.corpus.common import Case, body, chain, replace
+
+ASSIGNMENT = "10_gradient_compression"
+
+RING_FACTOR = "return 2 * (world_size - 1) / world_size * 4 * (m + n) * columns"
+CARRIED = "corrected = grad if self.residual is None else grad + self.residual  # a new tensor: grad is left alone"
+RESIDUAL = "self.residual = corrected - sent  # what this step dropped, carried into the next"
+BY_MAGNITUDE = "kept = flat.abs().topk(k).indices"
+RESCALED = "out[kept] = flat[kept] * (flat.numel() / k)"
+NORMALIZE = "        column /= torch.norm(column, dim=1, keepdim=True)\n"
+ORTHOGONAL_P = ("        for p in ps:\n"
+                "            orthogonalize(p)  # the summed P, orthonormal: the same on every rank\n")
+FRESH_Q = "fresh = not state.warm_start or index not in state.p_memory_dict"
+RETURN_LATER = "    return future.then(decompress)\n"
+
+# 10.3 by simulation: the oracle's ring step by step and its bisection, rewritten under other names. Right on every
+# small case, and N^2 times as slow as the formula per bisection step.
+SIMULATED_BREAK_EVEN = """if min(m, n, rank, world_size) < 1 or alpha < 0 or seconds_per_element < 0:
+    raise ValueError("break_even_bandwidth: bad arguments")
+
+
+def ring(nbytes, bandwidth):
+    clocks = [0.0] * world_size
+    for _ in range(2 * (world_size - 1)):
+        arrived = [clock + alpha + nbytes / world_size / bandwidth for clock in clocks]
+        clocks = [max(arrived[i], arrived[i - 1]) for i in range(world_size)]
+    return max(clocks)
+
+
+def pays(bandwidth):
+    columns = min(m, n, rank)
+    compressed = seconds_per_element * m * n + ring(4 * m * columns, bandwidth) + ring(4 * n * columns, bandwidth)
+    return compressed < ring(4 * m * n, bandwidth)
+
+
+low, high = -12.0, 30.0
+if not pays(10**low):
+    return 0.0
+if pays(10**high):
+    return math.inf
+for _ in range(200):
+    middle = (low + high) / 2
+    low, high = (middle, high) if pays(10**middle) else (low, middle)
+return 10**low
+"""
+
+CASES = [
+    # ErrorFeedback without the feedback: it sends compressor(grad) and keeps nothing. top_k by value, not magnitude:
+    # large negative entries are dropped. PowerSGD without orthogonalizing the summed P: P Q^T is scaled wrong. Gram-
+    # Schmidt without the normalization. And 10.1's count without the ring's factor of two (one pass, not two).
+    Case("no_error_feedback_top_k_by_value_p_not_orthogonal_no_normalization_one_ring_pass", chain(
+        replace("ErrorFeedback", CARRIED, "corrected = grad  # MUTANT: no error feedback"),
+        replace("ErrorFeedback", RESIDUAL, "self.residual = torch.zeros_like(grad)"),
+        replace("top_k", BY_MAGNITUDE, "kept = flat.topk(k).indices"),
+        replace("powersgd_hook", ORTHOGONAL_P, ""),
+        replace("orthogonalize", NORMALIZE, ""),
+        replace("powersgd_bytes", RING_FACTOR, "return (world_size - 1) / world_size * 4 * (m + n) * columns")),
+         loses={"test_error_feedback", "test_top_k", "test_powersgd_hook", "test_orthogonalize", "test_powersgd_bytes"},
+         says=("nothing is carried (no error feedback?)", "(kept the largest values, not the largest magnitudes?)",
+               "parameters differ from torch's powerSGD_hook by", "the columns are not orthonormal",
+               "powersgd_bytes(8, 6, 1, 2): expected 56.0 (the oracle's mean), got 28.0")),
+    # The residual is what this step's gradient lost, not what the corrected one lost: the old residual's unsent part
+    # is dropped. random_k not rescaled by d / k: biased. Q drawn afresh every step despite warm start. A cast hook
+    # that copies the cast tensor back before its all-reduce has completed. 10.2's floor for the ceiling; and 10.3
+    # by simulation (loses its points through the time budget only).
+    Case("residual_not_carried_random_k_unscaled_q_redrawn_hook_returns_early_floor_and_simulated_break_even", chain(
+        replace("ErrorFeedback", RESIDUAL, "self.residual = grad - sent  # MUTANT: the old residual is lost"),
+        replace("random_k", RESCALED, "out[kept] = flat[kept]"),
+        replace("powersgd_hook", FRESH_Q, "fresh = True  # MUTANT: a new Q every step"),
+        replace("cast_hook", RETURN_LATER, "    buffer.copy_(compressed)  # MUTANT: before the all-reduce is done\n"
+                "    early = torch.futures.Future()\n    early.set_result(buffer)\n    return early\n"),
+        replace("rank_that_stops_paying", "return -(-m * n // (m + n))", "return m * n // (m + n)"),
+        body("break_even_bandwidth", SIMULATED_BREAK_EVEN)),
+         loses={"test_error_feedback", "test_random_k", "test_powersgd_hook", "test_cast_hook",
+                "test_rank_that_stops_paying", "test_break_even_bandwidth"},
+         says=("not carried across steps?", "(not scaled by d / k: biased)",
+               "parameters differ from torch's powerSGD_hook by",
+               "copy back only once the all-reduce is complete",
+               "rank_that_stops_paying(8, 6): expected 4 (the search's), got 3",
+               "as long as one simulated ring of two ranks (allowed: 30)")),
+]
