@@ -9,7 +9,7 @@ of interoperability with DCP is therefore in 9.4's test, where the student's sav
 against DCP's, with no load of the student's between them (9.5's DCP test loads the stand-in's files). 9.6's three
 cells all restart through save and load: a fault of capture_state or restore_state loses each cell whose run it
 changes (the run on another N has no dropout and no noise: only the sampler matters there).
-Faults whose lost cells are disjoint share a submission: three submissions for nineteen faults. The third holds the
+Faults whose lost cells are disjoint share a submission: three submissions for twenty faults. The third holds the
 faults that lose a real run which the first edition's tests let through (with the manifest written after the rename,
 in the first, and the oldest checkpoint loaded, in the second).
 """
@@ -32,7 +32,8 @@ for _ in range(segments):
     spent += tau + delta
 return 1 - segments * tau / spent
 """
-GATHERED = '"gathered": (others / link_bandwidth + world_size * shard_bytes / disk_bandwidth, float(others))'
+GATHERED = '"gathered": (others / link_bandwidth + world_size * shard_bytes / alone, float(others))'
+TOGETHER = "    together = min(link_bandwidth, storage_bandwidth / world_size)\n"
 SHARD_DICT = '"param_groups": state["param_groups"], "extra": extra}'
 SHARD_STATE = 'for key, value in state["state"].get(0, {}).items()},'
 SHARD_MASTER = 'torch.save({"master": zero.master.detach().cpu(),'
@@ -71,7 +72,7 @@ CASES = [
     Case("simulated_waste_gathered_own_shard_full_state_unpadded_cut_and_forgotten_sampler", chain(
         body("expected_waste", SIMULATED),
         replace("checkpoint_cost", GATHERED,
-                '"gathered": (world_size * shard_bytes / link_bandwidth + world_size * shard_bytes / disk_bandwidth, '
+                '"gathered": (world_size * shard_bytes / link_bandwidth + world_size * shard_bytes / alone, '
                 'float(others))'),
         replace("save_checkpoint", SHARD_DICT,
                 '"param_groups": state["param_groups"], "extra": extra,\n'
@@ -122,16 +123,21 @@ CASES = [
                "Python's RNG draws")),
     # The faults that lose a run and that the first edition's tests let through, with Young's interval copied from the
     # literature: 9.2 returns sqrt(2 delta M) (fine for delta << M; 0.75% to 2.1% more waste at delta / M from 0.1 to
-    # 0.5, the hidden cases); 9.4 leaves the remains of a save that died where the next save of that step puts its
-    # own (the restarted job cannot save again); 9.5 lets torch.load's RuntimeError through on a truncated shard;
+    # 0.5, the hidden cases); 9.3 gives every parallel writer the whole file system, as if each had a disk of its
+    # own (the first edition's model); 9.4 leaves the remains of a save that died where the next save of that step
+    # puts its own (the restarted job cannot save again); 9.5 lets torch.load's RuntimeError through on a truncated
+    # shard;
     # 9.6 restores the sampler's position in the wrong epoch (the exact restart resumes in the second epoch).
     Case("young_stale_staging_unreadable_shard_and_forgotten_epoch", chain(
         body("optimal_interval", YOUNG.replace("TWO", "2 * ")),  # MUTANT: Young's, copied
+        replace("checkpoint_cost", TOGETHER,
+                "    together = min(link_bandwidth, storage_bandwidth)  # MUTANT: unshared\n"),
         replace("save_checkpoint", STALE, ""),
         replace("load_checkpoint", UNREADABLE,
                 "        shard = torch.load(path, map_location='cpu', weights_only=True)  # MUTANT: torch's errors\n"),
         replace("capture_state", SAMPLER, '    sampler.position = state["position"]  # MUTANT: not the epoch\n')),
-         loses={"test_optimal_interval", "test_save_atomic", "test_load_errors", "test_exact_restart"},
+         loses={"test_optimal_interval", "test_checkpoint_cost", "test_save_atomic", "test_load_errors",
+                "test_exact_restart"},
          says=("the save of step 4 run again after the one that died did not complete: FileExistsError",
                "the sampler ends at (epoch, position) (0, 48), expected (1, 48)")),
 ]
