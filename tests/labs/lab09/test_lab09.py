@@ -1,4 +1,5 @@
-"""Lab 09 (fault tolerance): its restart as a script under `torchrun --max-restarts`, the command its section 5 gives.
+"""Lab 09 (fault tolerance): its restart as a script under `torchrun --max-restarts`, the command its section 5 gives;
+its DCP round trips, which the grading run's COURSE_FAST=1 skips.
 
 The notebook's structure, grading and mutants (corpus.py here) are checked for every lab by the shared tests. Here:
 torchrun's elastic agent runs the solution's `torchrun_restart` on 2 workers (utils.notebook_script); on the first
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 
 from nbplumbing.processes import kill_tagged
+from utils.notebook_script import definitions
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "solutions" / "09_fault_tolerance" / "fault_tolerance.ipynb"
@@ -59,3 +61,11 @@ def test_torchrun_restarts_the_killed_rank_from_its_checkpoint(tmp_path: Path) -
         assert torch.equal(resumed["params"], whole["params"]), (f"rank {rank}: the restarted run's parameters end "
                                                                  f"{gap:.3g} away from the uninterrupted run's")
         assert (resumed["sampler"], resumed["draws"]) == (whole["sampler"], whole["draws"]), f"rank {rank}: {result}"
+
+
+def test_dcp_and_the_labs_format_hold_the_same_state_every_way(tmp_path: Path) -> None:
+    # The notebook's "DCP for real" cell, which COURSE_FAST=1 skips: torch's FSDP2 saved with get_state_dict and DCP
+    # on 2 ranks and loaded on 3; its state converted to section 3's format and back; section 3's format converted to
+    # DCP and loaded by FSDP2 on 2 ranks. Every tensor equal, every way.
+    problems = definitions(NOTEBOOK)["dcp_interop_problems"](tmp_path)
+    assert not problems, "\n".join(problems)
