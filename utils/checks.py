@@ -20,13 +20,13 @@ from typing import Any
 
 __all__ = ["SEARCH", "exact_operations", "raises_value_error", "refusals", "slowdown"]
 
-# The one rule of the derivation exercises' time budgets: a call may take at most SEARCH times its reference. The
-# reference costs what the simplest closed form of the same size costs (a few operations, a lookup, one pass over the
-# arguments), and the test's cases are sized so that a simulation or a walk of what the formula counts costs at least
-# 1000 times as much. A right answer written any natural way (exact fractions.Fraction, a validation loop with
-# isinstance over the inputs, NumPy scalars, math's functions) measured at most 40 times its reference with both cores
-# busy, a walk at least 1000 times (tests/measure_speed_checks.py; docs/derivations.md has the numbers): 100 sits
-# between the two, about 2.5 times above the one and 10 times below the other.
+# The one rule of the derivation exercises' time budgets: slowdown(fn, exact_operations, cases) < SEARCH. The
+# reference, exact_operations, costs what a closed form of the same arguments costs written in exact fractions (the
+# most expensive natural way), and the test's cases are sized so that a simulation or a walk of what the formula
+# counts costs at least 1000 times as much. A right answer written any natural way (fractions.Fraction throughout, a
+# validation loop with isinstance over the inputs, NumPy scalars, math's functions) measured at most 26 times the
+# reference with both cores busy, every walk at least 1000 times (tests/measure_speed_checks.py, 20 runs each;
+# docs/derivations.md has the numbers): 100 sits between the two, 4 times above the one and 10 times below the other.
 SEARCH = 100
 
 
