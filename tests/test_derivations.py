@@ -2,10 +2,12 @@
 
 Each entry, in its lab's tests/labs/labNN/derivations.py, names a graded function whose answer is derived
 (docs/derivations.md), the ways its result would be written, and its values at three points of its hidden tests.
-The student edition must hold none of them: the release of its lab (every cell, markdown and code, except the
-exercise's own test cell, which the student is meant to read), the student README, the edition's template files and
-utils/. Each entry must also describe its answer, so that the scan could fail: the solution region computes one of
-the forms, and the exercise's hidden tests state each value.
+The student edition must hold none of them: the release of its lab (every cell, markdown and code, the exercises' own
+test cells too: their comments, messages and expected outputs are read as closely as the prose), the student README,
+the edition's template files and utils/. An entry's `sentences` catch a statement in any word order: all of a
+sentence's fragments in one sentence of a text (a sentence ends at . ; : ? ! followed by a space or a line's end, or at
+a blank line; a comment's leading # is dropped first). Each entry must also describe its answer, so that the scan
+could fail: the solution region computes one of the forms, and the exercise's hidden tests state each value.
 
 Forms are compared after `normal`: no whitespace, no LaTeX backslashes, braces or dollar signs, lower case. So
 `$K^* = \\sqrt{C/\\alpha}$`, `\\sqrt{C / \\alpha}` and `sqrt(C / alpha)` all contain `sqrtc/alpha` or
@@ -66,11 +68,9 @@ def grading_cell(nb: dict, grade_id: str) -> str:
 
 
 def release_cells(derivation: Derivation) -> dict[str, str]:
-    """The student's release of the derivation's lab, by cell (grade_id, else the cell id), less its own test cell."""
+    """The student's release of the derivation's lab, by cell (grade_id, else the cell id): every cell."""
     nb = notebook(ROOT / "course" / derivation.assignment / solution_notebook(derivation.assignment).name)
-    own_test = grading_cell(nb, derivation.grade_id)
-    return {meta(c).get("grade_id") or c.get("id", str(i)): "".join(c["source"]) for i, c in enumerate(nb["cells"])
-            if meta(c).get("grade_id") != own_test}
+    return {meta(c).get("grade_id") or c.get("id", str(i)): "".join(c["source"]) for i, c in enumerate(nb["cells"])}
 
 
 def student_files() -> dict[str, str]:
@@ -80,11 +80,25 @@ def student_files() -> dict[str, str]:
     return files | {str(p.relative_to(ROOT)): p.read_text() for p in paths if p.is_file()}
 
 
+def sentences(text: str) -> list[str]:
+    """The text's sentences, each as `normal` writes it: comments' leading # dropped, cut at . ; : ? ! before a space
+    or a line's end, and at blank lines.
+
+    >>> sentences("# Per unit, two all-gathers\\n# and one reduce-scatter. Then: nothing else.\\n\\nA new one")
+    ['perunit,twoall-gathersandonereduce-scatter.', 'then:', 'nothingelse.', 'anewone']
+    """
+    text = re.sub(r"^[ \t]*#+", "", text, flags=re.MULTILINE)
+    pieces = re.split(r"(?<=[.;:?!])(?=\s)|\n[ \t]*\n", text)
+    return [normal(piece) for piece in pieces if normal(piece)]
+
+
 def printed(derivation: Derivation, texts: dict[str, str]) -> list[str]:
-    """Where the texts print one of the derivation's forms or values: 'where: what' for each."""
+    """Where the texts print one of the derivation's forms, sentences or values: 'where: what' for each."""
     found = []
     for where, text in texts.items():
         found += [f"{where}: {form!r}" for form in derivation.forms if form in normal(text)]
+        found += [f"{where}: {' ... '.join(fragments)!r} in one sentence" for fragments in derivation.sentences
+                  if any(all(f in sentence for f in fragments) for sentence in sentences(text))]
         found += [f"{where}: the value {value}" for value in sorted(set(derivation.values) & three_figures(text))]
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import signal
 import time
 
 import numpy as np
@@ -68,6 +69,23 @@ def test_slowdown_tells_a_closed_form_from_a_walk(monkeypatch: pytest.MonkeyPatc
     assert slowdown(time.sleep, lookup, [(0.05,), (0.051,)]) > 1000
     assert time.perf_counter() - start < 1  # two calls of 0.05 s, not 7 rounds
     assert closed(10_000) == walked(10_000)
+
+
+def test_slowdown_stops_a_walk_that_would_take_minutes() -> None:
+    """A call that uses more CPU time than 1000 references (at least 0.05 s) is stopped, even inside a submission's
+    `except Exception`, and counts as at least 1000 times the reference; the timer is off afterwards."""
+    def spins(n: int) -> int:
+        try:
+            while True:
+                n += 1
+        except Exception:  # noqa: BLE001 (what a submission may write around its loop)
+            return n
+
+    start = time.perf_counter()
+    assert slowdown(spins, abs, [(i,) for i in range(700)]) >= 1000
+    assert time.perf_counter() - start < 5
+    assert signal.getitimer(signal.ITIMER_VIRTUAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGVTALRM) == signal.SIG_DFL
 
 
 def test_log_fit_recovers_exact_lines_and_is_unbiased_under_lognormal_noise() -> None:

@@ -6,16 +6,28 @@
 
     problems = refusals(broadcast, {"src=-1": {"tensor": t, "src": -1}}, f"rank {rank}")  # [] if it raised
 
-    assert slowdown(floor, lookup, [(10_000 + i,) for i in range(700)]) < 30  # a derived count, not a simulation
+    assert slowdown(floor, lookup, [(10_000 + i,) for i in range(700)]) < SEARCH  # a derived count, not a simulation
 """
 
 from __future__ import annotations
 
+import numbers
+import signal
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from time import perf_counter  # bound now: a submission that patches time.perf_counter later cannot stop the clock
 from typing import Any
 
-__all__ = ["raises_value_error", "refusals", "slowdown"]
+__all__ = ["SEARCH", "exact_operations", "raises_value_error", "refusals", "slowdown"]
+
+# The one rule of the derivation exercises' time budgets: slowdown(fn, exact_operations, cases) < SEARCH. The
+# reference, exact_operations, costs what a closed form of the same arguments costs written in exact fractions (the
+# most expensive natural way), and the test's cases are sized so that a simulation or a walk of what the formula
+# counts costs at least 1000 times as much. A right answer written any natural way (fractions.Fraction throughout, a
+# validation loop with isinstance over the inputs, NumPy scalars, math's functions) measured at most 26 times the
+# reference with both cores busy, every walk at least 1000 times (tests/measure_speed_checks.py, 20 runs each;
+# docs/derivations.md has the numbers): 100 sits between the two, 4 times above the one and 10 times below the other.
+SEARCH = 100
 
 
 def raises_value_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
@@ -52,19 +64,69 @@ def refusals(fn: Callable[..., Any], calls: Mapping[str, Mapping[str, Any]], whe
             if got != "ValueError"]
 
 
+def exact_operations(*args: Any) -> Fraction:
+    """What a closed form of these arguments costs at most, written in exact arithmetic: the time budgets' reference.
+
+    Each number of the arguments (each element of a list or a tuple too; strings and bools are skipped) becomes a
+    fractions.Fraction and goes through four operations. A closed form written with Fractions throughout costs about
+    as much; one written with floats, ints, NumPy scalars or `math`, a validation loop included, less.
+
+    >>> exact_operations("all_gather", 3, [1, 2])
+    Fraction(-23, 12)
+    """
+    total = Fraction(0)
+    for value in args:
+        for x in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(x, numbers.Real) and not isinstance(x, bool):
+                f = Fraction(x)
+                total += f * f / (f + 1) - f
+    return total
+
+
+class _Stopped(BaseException):  # not an Exception: a submission's `except Exception` does not swallow it
+    """The CPU budget of one call ran out."""
+
+
+def _cpu_bounded(fn: Callable[..., Any], args: Sequence[Any], seconds: float) -> float | None:
+    """The wall time of fn(*args), or None if it used more than `seconds` of CPU time and was stopped there.
+
+    The budget counts CPU time (setitimer's ITIMER_VIRTUAL), not wall time, so that a process waiting for a busy core
+    is never stopped for it; outside the main thread, where no signal handler can be set, the call runs to its end.
+    """
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped
+
+    try:
+        previous = signal.signal(signal.SIGVTALRM, stop)
+    except ValueError:  # not the main thread
+        previous = None
+    start = perf_counter()
+    try:
+        if previous is not None:
+            signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+        fn(*args)
+    except _Stopped:
+        return None
+    finally:
+        if previous is not None:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            signal.signal(signal.SIGVTALRM, previous)
+    return perf_counter() - start
+
+
 def slowdown(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence[Sequence[Any]], *,
              runs: int = 7) -> float:
     """How many times as long a call of fn takes as a call of reference, on the same arguments.
 
     `cases` are argument tuples, all different, so that a cache of earlier results cannot make a slow function look
     fast. They are dealt into `runs` rounds; each round times fn on its cases, then reference on the same ones, so that
-    a busy moment slows both, and the fastest round of each is compared. A derivation exercise's time budget: the
-    reference costs what a closed form of the same size costs (a table lookup, one pass over the arguments), so a
-    closed form comes out at a few, and a simulation or a search of what the formula counts at hundreds or more. A
-    call that takes more than 1000 times the reference, twice, is timed no further (a simulation may take seconds),
-    and that ratio is returned.
+    a busy moment slows both, and the fastest round of each is compared. A derivation exercise's time budget compares
+    the result with SEARCH (above): a closed form comes out at a few, a simulation or a walk of what the formula
+    counts at 1000 or more. The first two cases are called alone first: a call that takes more than 1000 times the
+    reference is timed no further, and one that uses more CPU time than that (at least 0.05 s) is stopped there, so
+    that a simulation costs the test a fraction of a second, not minutes; the ratio reached is returned.
 
-    >>> slowdown(sum, len, [(range(100_000 + i),) for i in range(70)]) > 30  # a pass over the range, against none
+    >>> slowdown(sum, len, [(range(100_000 + i),) for i in range(70)]) > SEARCH  # a pass over the range, against none
     True
     """
     def per_call(f: Callable[..., Any], some: Sequence[Sequence[Any]]) -> float:
@@ -74,9 +136,12 @@ def slowdown(fn: Callable[..., Any], reference: Callable[..., Any], cases: Seque
         return (perf_counter() - start) / len(some)
 
     rounds = [cases[i::runs] for i in range(min(runs, len(cases)))]
-    unit = min(per_call(reference, some) for some in rounds)
-    alone = min(per_call(fn, [args]) for args in cases[:2])
-    if alone > 1000 * unit:
-        return alone / max(unit, 1e-9)
+    unit = max(min(per_call(reference, some) for some in rounds), 1e-9)
+    budget = max(1000 * unit, 0.05)
+    alone = [_cpu_bounded(fn, args, budget) for args in cases[:2]]
+    if None in alone:
+        return budget / unit
+    if min(alone) > 1000 * unit:
+        return min(alone) / unit
     timed = [(per_call(fn, some), per_call(reference, some)) for some in rounds]
     return min(t for t, _ in timed) / max(min(r for _, r in timed), 1e-9)

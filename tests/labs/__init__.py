@@ -32,6 +32,9 @@ class Derivation:
     grade_id: str  # the solution cell
     forms: tuple[str, ...]  # written as `normal` (tests/test_derivations.py) leaves them
     values: tuple[str, ...] = ()  # values at three hidden-test points, as printed to 3 significant figures
+    # Statements of the answer in any word order: each a tuple of fragments (written as `normal` leaves them) that,
+    # all found in one sentence, give it away ("per unit", "two all-gathers", "one reduce-scatter")
+    sentences: tuple[tuple[str, ...], ...] = ()
 
 
 def lab_marker(assignment: str) -> str:

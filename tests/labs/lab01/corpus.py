@@ -94,9 +94,9 @@ CASES = [
         body("minimum_traffic", SIMULATED_TRAFFIC), body("minimum_messages", SIMULATED_MESSAGES),
     ), loses={"test_all_gather", "test_minimum_traffic", "test_minimum_messages"},
          says=("test_all_gather (3 points) failed", "this exercise must be built only from",
-               "minimum_traffic('all_gather', N, 4) for N from 10000 to 10699 took",
-               "minimum_messages('all_gather', N) for N from 10000 to 10699 took",
-               "times as long as a lookup in a table of six entries (allowed: 30)")),
+               "minimum_traffic('all_gather', N, 4) for N from 10**6 to 10**6 + 699 took",
+               "minimum_messages('all_gather', N) for N from 10**6 to 10**6 + 699 took",
+               "times as long as a few exact operations on the same arguments (allowed: 100)")),
     # Below the process group: the functional all_reduce, and a scatter whose messages the backend sends.
     Case("cheat_below_the_group", chain(
         body("all_reduce", 'summed = functional.all_reduce(tensor, "sum", dist.group.WORLD)\n'

@@ -15,13 +15,21 @@ DERIVATIONS: list[Derivation] = [
     # times DDP's; values at 4003 units on 1e4 ranks, 2000 units of 987654321 on 4096 (r = 4) and 4321 units on 7919.
     Derivation("08_fsdp", "step_traffic", (
         "(2*compute_bytes+reduce_bytes)", "(2c+r)", "2*c+r", "3(n-1)s", "3*(n-1)*s", "frac3(n-1)n", "3*(n-1)/n",
-        "1.5timesddp", "twoall-gathersandareduce-scatterperunit"),
-        ("1.8e+12", "1.58e+13", "5.18e+12")),
+        "1.5timesddp", "twoall-gathersandareduce-scatterperunit", "sends(n-1),s", "sends(n-1)s", "(n-1)*s_u",
+        "(n-1)s_u"),
+        ("1.8e+12", "1.58e+13", "5.18e+12"),
+        # the count of one unit's collectives, in any order ("per unit, two all-gathers and one reduce-scatter")
+        sentences=(("perunit", "twoall-gathers", "onereduce-scatter"),
+                   ("eachunit", "twoall-gathers", "onereduce-scatter"),
+                   ("perunit", "twoall-gathers", "areduce-scatter"))),
     # 8.3: the prefetch batch b* = F (N - 1)(alpha + P c / (N B)) / (2 P), where a unit's forward 2 P b / F lasts as
     # long as the next unit's gather; values at (5e8, 512, ...), (1e11, 1e4, ...) and (333333333, 96, ...).
     Derivation("08_fsdp", "prefetch_batch", (
         "gather*flops_per_second/(2*unit_params)", "(n-1)(alpha+pc/(nb))f/(2p)", "fracf(n-1)(alpha+",
         "(n-1)cf/(2nb)", "frac(n-1)cf2nb", "(world_size-1)*compute_bytes*flops_per_second", "2pb/f=", "fracgf2p",
-        "gf/(2p)", "2pb/f=g", "wheretheyareequal", "(n_b-1)*(alpha_b+"),
-        ("3.71e+03", "4.3e+04", "2.41e+04")),
+        "gf/(2p)", "2pb/f=g", "wheretheyareequal", "(n_b-1)*(alpha_b+", "2floating-pointoperationsperparameter",
+        "2flopsperparameter", "twoflopsperparameter", "onechunkofp/nelements"),
+        ("3.71e+03", "4.3e+04", "2.41e+04"),
+        # the gather's time as steps times a step's cost, in any order ("N - 1 steps; in each, one chunk of P/N")
+        sentences=(("n-1steps", "onechunk"), ("n-1ringsteps", "onechunk"))),
 ]
