@@ -13,5 +13,7 @@ for log in "$out"/slurm/shard-*.out; do
   status=$(cat "$out/slurm/$shard.status" 2>/dev/null || echo "running or never ended")
   echo "$shard: exit status $status; $(grep -E '^(\[[0-9]+/[0-9]+\]|shard [0-9]+/[0-9]+: grading)' "$log" | tail -n 1)"
 done
-[ -f "$out/slurm/merge.out" ] && echo "merge: $(tail -n 1 "$out/slurm/merge.out")"
+if [ -f "$out/slurm/merge.out" ]; then  # what it joined, or what failed and the command that reruns it
+  grep -E '^(joined |nothing merged|  make slurm-grade)' "$out/slurm/merge.out" | sed 's/^ */merge: /'
+fi
 exit 0
