@@ -181,3 +181,27 @@ hub-release: $(HUB_STAMP)  ## hand a lab out to the hub's students: make hub-rel
 
 hub-grade: $(HUB_STAMP)  ## collect, grade in the sandbox, return feedback: make hub-grade LAB=... [GRADE_ARGS=--workers 4]
 	$(BIN)/python -m classroom.hub grade $(call need,LAB,LAB=00_ranks_and_alpha_beta) $(HUB_WHERE) $(GRADE_ARGS)
+
+# ---- a class on a Slurm cluster (docs/instructors.md, *Grading on Slurm*): from a login node, in this repository
+# on a file system that the compute nodes share. SHARDS array tasks each grade one shard of the students; a merge job
+# waits for them all and joins them into OUT. ONLY=2 (or 1,3) resubmits those shards alone, with a new merge.
+.PHONY: slurm-install slurm-grade slurm-status
+SHARDS ?= 3
+SLURM_ARGS ?=
+# As root on Debian or Ubuntu: Slurm's daemons and clients and munge (what tests/test_slurm.py's one-node cluster
+# runs), from the system's packages; nothing is started or enabled.
+slurm-install:  ## as root on Debian/Ubuntu: Slurm and munge from the system's packages, for tests/test_slurm.py
+	@if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then \
+	  echo "make slurm-install: $$(slurmd -V) and $$(munged -V 2>&1 | head -n 1) are installed"; \
+	else \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    slurm-wlm munge >/dev/null && echo "make slurm-install: installed $$(slurmd -V)"; \
+	fi
+
+slurm-grade: $(STAMP)  ## grade a class as a Slurm job array, then merge: make slurm-grade SUBMISSIONS=submitted [SHARDS=3]
+	GRADER_PYTHON="$(abspath $(BIN))/python" SLURM_ARGS="$(SLURM_ARGS)" GRADE_ARGS="$(GRADE_ARGS)" \
+	  classroom/slurm/submit.sh $(call from_pwd,$(or $(SUBMISSIONS),submitted)) $(call from_pwd,$(or $(OUT),graded)) \
+	  $(SHARDS) $(ONLY)
+
+slurm-status: ## where make slurm-grade's jobs stand: the queue, each shard's last progress line: [OUT=graded]
+	classroom/slurm/status.sh $(call from_pwd,$(or $(OUT),graded))

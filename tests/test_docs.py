@@ -242,3 +242,42 @@ def test_a_missing_student_section_is_refused(tmp_path: Path) -> None:
         (tmp_path / name).write_text((ROOT / name).read_text().replace("## Conda users", "## Conda"))
     with pytest.raises(PipelineError, match="docs/students.md: Conda users"):
         export.student_readme(tmp_path)
+
+
+# A Slurm command where a line of code starts: the ones tests/test_slurm.py runs on its cluster
+SLURM = re.compile(r"^\s*(?:make slurm-(?:grade|status)|sbatch|srun)\s")
+
+
+def slurm_problems(texts: dict[str, str], ran: set[str]) -> list[str]:
+    """The Slurm commands of the documents' fenced blocks (continued lines joined) that are not among `ran`, the
+    commands of `ran` that no document gives, and the scripts of classroom/slurm/ that a command (in a block or
+    a span) names but that do not exist."""
+    given, problems = set(), []
+    for where, text in texts.items():
+        for m in CODE.finditer(text):
+            lines = (m["block"] or "").replace("\\\n", " ").splitlines() if m["span"] is None else [m["span"]]
+            for line in (" ".join(line.split()) for line in lines if SLURM.match(line)):
+                if m["span"] is None:
+                    given.add(line)
+                    if line not in ran:
+                        problems.append(f"{where}: `{line}` is not a command that tests/test_slurm.py runs")
+                problems += [f"{where}: `{line}` names {script}, which does not exist"
+                             for script in re.findall(r"classroom/slurm/\S+", line) if not (ROOT / script).is_file()]
+    return problems + [f"no document gives `{line}`, which tests/test_slurm.py runs as theirs"
+                       for line in sorted(ran - given)]
+
+
+def test_the_slurm_commands_are_the_ones_the_slurm_tests_run() -> None:
+    from tests.test_slurm import DOCUMENTED
+
+    problems = slurm_problems({relative(p): p.read_text() for p in DOCUMENTS}, set(DOCUMENTED.values()))
+    assert not problems, "\n".join(problems)
+
+
+def test_a_slurm_command_that_no_test_ran_is_found() -> None:
+    text = ("```bash\nmake slurm-grade SUBMISSIONS=submitted \\\n  SHARDS=4\nsrun -n 2 true\n```\n"
+            "`sbatch classroom/slurm/grade.sbatch`")
+    assert slurm_problems({"x.md": text}, {"srun -n 2 true", "make slurm-status OUT=graded"}) == [
+        "x.md: `make slurm-grade SUBMISSIONS=submitted SHARDS=4` is not a command that tests/test_slurm.py runs",
+        "x.md: `sbatch classroom/slurm/grade.sbatch` names classroom/slurm/grade.sbatch, which does not exist",
+        "no document gives `make slurm-status OUT=graded`, which tests/test_slurm.py runs as theirs"]

@@ -22,7 +22,9 @@ What can go wrong becomes an exception that says what happened, and no rank outl
 (The reports, and these errors, are written in utils/launch_report.py.)
 
 The same code runs as a script under torchrun (one node or several): there `launch` runs `fn` in the current
-process, in the group torchrun set up, and returns every rank's result, gathered, on every rank.
+process, in the group torchrun set up, and returns every rank's result, gathered, on every rank. A task of Slurm's
+`srun` is such a rank too, once `slurm_rank_environment` has set torchrun's variables from Slurm's
+(utils.notebook_script does).
 
 Why fork and not torch.multiprocessing.spawn: spawn pickles the function, and a function defined in a
 notebook cell cannot be pickled (it lives in the kernel's __main__). Fork copies the kernel instead. The
@@ -36,6 +38,7 @@ import atexit
 import faulthandler
 import gc
 import os
+import re
 import shutil
 import signal
 import socket
@@ -65,11 +68,13 @@ from utils.nccl_rules import emulating
 from utils.rank_files import OutputRelay, Ranks, load_result, log_path, save_result
 from utils.timeouts import LAUNCH_S, process_group_s
 
-__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "synchronize"]
+__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "slurm_rank_environment",
+           "synchronize"]
 
 _HOST = "127.0.0.1"
 _FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others get to fail on their own (and say why)
 _POLL_S = 0.05
+_STARTED_BY = "COURSE_RANKS_STARTED_BY"  # "srun": slurm_rank_environment made this process a rank of a group
 
 
 def launch(
@@ -105,7 +110,7 @@ def launch(
     """
     _check_arguments(fn, world_size, timeout, threads)
     fn = emulating(fn, emulate)
-    if "TORCHELASTIC_RUN_ID" in os.environ:
+    if "TORCHELASTIC_RUN_ID" in os.environ or _STARTED_BY in os.environ:
         torch.set_num_threads(threads)
         return _launch_under_torchrun(fn, world_size, args, kwargs, backend, timeout)
     backend = _choose_backend(backend, world_size)
@@ -168,7 +173,8 @@ def _launch_under_torchrun(
     timeout (`timeout` plus a margin) as an error on the ranks, not with the launcher's deadlock report.
     """
     if world_size != int(os.environ["WORLD_SIZE"]):
-        raise ValueError(f"launch asked for {world_size} ranks, but torchrun started {os.environ['WORLD_SIZE']}")
+        raise ValueError(f"launch asked for {world_size} ranks, but {os.environ.get(_STARTED_BY, 'torchrun')} "
+                         f"started {os.environ['WORLD_SIZE']}")
     if not dist.is_initialized():
         backend = _choose_backend(backend, int(os.environ["LOCAL_WORLD_SIZE"]), forking=False)
         if _uses_gpus(backend):
@@ -195,6 +201,36 @@ def _attempt_store(timeout: float) -> dist.Store:
         return dist.TCPStore(addr, port, is_master=rank == 0, timeout=_pg_timeout(timeout), multi_tenant=True)
     store = dist.TCPStore(addr, port, is_master=False, timeout=_pg_timeout(timeout))
     return dist.PrefixStore(f"attempt-{os.environ['TORCHELASTIC_RESTART_COUNT']}/", store)
+
+
+def slurm_rank_environment(slurm: dict[str, str]) -> dict[str, str]:
+    """torchrun's variables for a task of `srun` (one task per rank), from the step's environment `slurm`.
+
+    RANK is SLURM_PROCID, WORLD_SIZE SLURM_NTASKS, LOCAL_RANK SLURM_LOCALID; the rendezvous (rank 0's store) is on
+    the first node of SLURM_STEP_NODELIST, at MASTER_PORT if the job sets one, else at the first of the step's
+    reserved ports (SLURM_STEP_RESV_PORTS, where the cluster's MpiParams reserve some), else at a port derived from
+    the job and step ids. Raises KeyError naming a variable that srun sets, outside a step.
+
+    >>> env = slurm_rank_environment({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+    ...     "SLURM_NODEID": "1", "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    ...     "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"})
+    >>> env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["MASTER_ADDR"]
+    ('3', '4', '1', '2', 'gpu07')
+    """
+    per_node = [int(count) for part in slurm["SLURM_STEP_TASKS_PER_NODE"].split(",")
+                for count, _, times in [part.rstrip(")").partition("(x")] for _ in range(int(times or 1))]
+    ports = slurm.get("SLURM_STEP_RESV_PORTS", "").partition("-")[0]
+    port = slurm.get("MASTER_PORT") or ports or str(20000 + (int(slurm["SLURM_JOB_ID"]) * 8
+                                                              + int(slurm["SLURM_STEP_ID"])) % 40000)
+    return {"RANK": slurm["SLURM_PROCID"], "WORLD_SIZE": slurm["SLURM_NTASKS"], "LOCAL_RANK": slurm["SLURM_LOCALID"],
+            "LOCAL_WORLD_SIZE": str(per_node[int(slurm["SLURM_NODEID"])]),
+            "MASTER_ADDR": _first_host(slurm["SLURM_STEP_NODELIST"]), "MASTER_PORT": port, _STARTED_BY: "srun"}
+
+
+def _first_host(hostlist: str) -> str:
+    """The first host of a Slurm host list: "node[03-05,9],login1" -> "node03" (a prefix, a bracket, a suffix)."""
+    first = re.match(r"[^,\[]*(\[[^\]]*\][^,\[]*)*", hostlist)[0]
+    return re.sub(r"\[([^\],-]*)[^\]]*\]", r"\1", first)
 
 
 def _leave_group() -> None:

@@ -7,6 +7,11 @@ the solution cells): their imports, functions, classes and assignments, in order
 loop, no experiment). Then `launch(FUNCTION, WORLD_SIZE, *ARGS)` runs it on this rank (utils.launch under
 torchrun: in torchrun's group) with the arguments as strings; `--save PATH` has rank 0 write every rank's result
 there with torch.save. Lab 09 restarts a killed rank with it under `torchrun --max-restarts` (its section 5).
+
+    srun --ntasks=2 python -m utils.notebook_script NOTEBOOK FUNCTION [ARG ...]
+
+runs it with one task of Slurm's `srun` per rank instead (utils.launch.slurm_rank_environment: the rendezvous on the
+step's first node); torchrun under srun, one agent per node, is torchrun's case (docs/gpus-and-clusters.md).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 import torch
 
-from utils.launch import launch
+from utils.launch import launch, slurm_rank_environment
 
 __all__ = ["definitions", "main"]
 
@@ -60,8 +65,11 @@ def main(argv: list[str] | None = None) -> list[Any]:
     parser.add_argument("--save", type=Path, help="rank 0 writes every rank's result there (torch.save)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a hang fails (default 120)")
     options = parser.parse_args(argv)
-    if "TORCHELASTIC_RUN_ID" not in os.environ:
-        parser.error("run it under torchrun: torchrun --standalone --nproc-per-node=N -m utils.notebook_script ...")
+    if "TORCHELASTIC_RUN_ID" not in os.environ and "SLURM_STEP_ID" in os.environ:
+        os.environ.update(slurm_rank_environment(dict(os.environ)))  # a task of srun: a rank, as torchrun's would be
+    elif "TORCHELASTIC_RUN_ID" not in os.environ:
+        parser.error("run it under torchrun (torchrun --standalone --nproc-per-node=N -m utils.notebook_script ...) "
+                     "or as the tasks of srun (srun --ntasks=N python -m utils.notebook_script ...)")
     fn: Callable[..., Any] | None = definitions(options.notebook).get(options.function)
     if not callable(fn):
         parser.error(f"{options.notebook} defines no function {options.function!r} (outside its test cells)")
