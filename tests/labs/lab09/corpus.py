@@ -8,10 +8,10 @@ the same state converted whole by DCP's own dcp_to_torch_save), so a fault of on
 of interoperability with DCP is therefore in 9.4's test, where the student's save is graded: the student's save
 against DCP's, with no load of the student's between them (9.5's DCP test loads the stand-in's files). 9.6's three
 cells all restart through save and load: a fault of capture_state or restore_state loses each cell whose run it
-changes (the run on another N has no dropout and no noise: only the sampler matters there).
-Faults whose lost cells are disjoint share a submission: three submissions for twenty faults. The third holds the
-faults that lose a real run which the first edition's tests let through (with the manifest written after the rename,
-in the first, and the oldest checkpoint loaded, in the second).
+changes (the run on another N has no dropout, no noise, no BatchNorm and one learning rate: only the sampler matters
+there). Faults whose lost cells are disjoint share a submission: three submissions for twenty-two faults. The third
+holds the faults that lose a real run which the first edition's tests let through (with the manifest written after
+the rename, in the first, and the oldest checkpoint loaded, in the second).
 """
 
 from tests.corpus.common import Case, body, chain, replace
@@ -39,8 +39,13 @@ SHARD_STATE = 'for key, value in state["state"].get(0, {}).items()},'
 SHARD_MASTER = 'torch.save({"master": zero.master.detach().cpu(),'
 STAGING = "staging = root / f\"{final.name}.incomplete\"  # not a checkpoint's name: no loader takes it for one"
 NEW_CUT = "new = shard_range(numel, zero.rank, zero.world_size)  # this rank's part in lab 07's layout on M ranks"
-SAMPLER = '    sampler.epoch, sampler.position = state["epoch"], state["position"]\n'
+SAMPLER = '    job.sampler.epoch, job.sampler.position = state["epoch"], state["position"]\n'
 PYTHON_RNG = '    random.setstate(state["python"])\n'
+SCHEDULER = '    job.scheduler.load_state_dict(state["scheduler"])\n'
+BUFFERS = """    with torch.no_grad():
+        for name, buffer in job.model.named_buffers():
+            buffer.copy_(state["buffers"][name])
+"""
 SAME_MODEL = 'if manifest["params"] != params:'
 PUBLISH = "    if publish:\n        zero.publish()\n"
 MANIFEST_WRITE = ("        (staging / MANIFEST).write_text(json.dumps(manifest))  # inside, before the rename: never a "
@@ -100,8 +105,10 @@ CASES = [
     # holds the clone's storage, one element of the next rank's shard more (the zip pads its records to 64 bytes, so
     # the file's size does not change: the bytes of tensor data do); 9.5 takes a checkpoint of another model whose
     # sizes add up, and forgets to publish what it loaded: the parameters stay those the model was built with (DCP's
-    # comparison sees it, and so does every restart); 9.6 forgets Python's RNG: the noise of the resumed steps differs.
-    # And 9.5 loads the oldest complete checkpoint (its tests save two: the step returned is 1, not 3).
+    # comparison sees it, and so does every restart); 9.6 forgets Python's RNG: the noise of the resumed steps differs,
+    # and the scheduler's state (a resumed run's StepLR counts from 0 and halves the learning rate in the wrong step;
+    # the run on another N keeps one learning rate). And 9.5 loads the oldest complete checkpoint (its tests save two:
+    # the step returned is 1, not 3).
     Case("interval_without_the_2_save_in_place_any_model_unpublished_load_and_forgotten_python_rng", chain(
         body("optimal_interval", YOUNG.replace("TWO", "")),  # MUTANT: Young's, without the 2
         replace("save_checkpoint", STAGING, "staging = final  # MUTANT: written in place"),
@@ -111,6 +118,7 @@ CASES = [
         replace("load_checkpoint", SAME_MODEL, "if False:  # MUTANT: any model"),
         replace("load_checkpoint", PUBLISH, ""),
         replace("capture_state", PYTHON_RNG, ""),
+        replace("capture_state", SCHEDULER, ""),
         replace("load_checkpoint", NEWEST, "    directory = found[0]  # MUTANT: the oldest\n")),
          loses={"test_optimal_interval", "test_save_shards", "test_save_atomic", "test_load_reshard",
                 "test_load_errors", "test_load_dcp", "test_exact_restart", "test_restart_other_n", "test_killed_rank"},
@@ -120,14 +128,15 @@ CASES = [
                "expected ['step-000000002'] (a directory gets a checkpoint's name only once it is whole)",
                "another model: load_checkpoint returned; expected ValueError",
                "after load_checkpoint, the parameters are not the saved master",
-               "Python's RNG draws")),
+               "Python's RNG draws", "the scheduler's state_dict ends as")),
     # The faults that lose a run and that the first edition's tests let through, with Young's interval copied from the
     # literature: 9.2 returns sqrt(2 delta M) (fine for delta << M; 0.75% to 2.1% more waste at delta / M from 0.1 to
     # 0.5, the hidden cases); 9.3 gives every parallel writer the whole file system, as if each had a disk of its
     # own (the first edition's model); 9.4 leaves the remains of a save that died where the next save of that step
     # puts its own (the restarted job cannot save again); 9.5 lets torch.load's RuntimeError through on a truncated
     # shard;
-    # 9.6 restores the sampler's position in the wrong epoch (the exact restart resumes in the second epoch).
+    # 9.6 restores the sampler's position in the wrong epoch (the exact restart resumes in the second epoch), and
+    # forgets the buffers (BatchNorm's statistics: only the exact restart's runs have a BatchNorm).
     Case("young_stale_staging_unreadable_shard_and_forgotten_epoch", chain(
         body("optimal_interval", YOUNG.replace("TWO", "2 * ")),  # MUTANT: Young's, copied
         replace("checkpoint_cost", TOGETHER,
@@ -135,9 +144,11 @@ CASES = [
         replace("save_checkpoint", STALE, ""),
         replace("load_checkpoint", UNREADABLE,
                 "        shard = torch.load(path, map_location='cpu', weights_only=True)  # MUTANT: torch's errors\n"),
-        replace("capture_state", SAMPLER, '    sampler.position = state["position"]  # MUTANT: not the epoch\n')),
+        replace("capture_state", SAMPLER, '    job.sampler.position = state["position"]  # MUTANT: not the epoch\n'),
+        replace("capture_state", BUFFERS, "")),
          loses={"test_optimal_interval", "test_checkpoint_cost", "test_save_atomic", "test_load_errors",
                 "test_exact_restart"},
          says=("the save of step 4 run again after the one that died did not complete: FileExistsError",
-               "the sampler ends at (epoch, position) (0, 48), expected (1, 48)")),
+               "the sampler ends at (epoch, position) (0, 48), expected (1, 48)",
+               "the model's buffers (BatchNorm's running mean and variance, its count) differ")),
 ]
