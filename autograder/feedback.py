@@ -34,14 +34,16 @@ KEPT_DATA = ("text/plain", "image/png", "image/jpeg")  # what ScrubOutputs keeps
 
 
 class TestErrorsOnly(NbGraderPreprocessor):
-    """In every test cell (a grade cell that is not a solution), keep of each error only `ename: evalue`."""
+    """In every test cell (a grade cell that is not a solution), keep of each error only `ename: evalue`, and
+    nothing else: what a test cell printed (its launches' ranks, a hook of the submission's, a warning that quotes
+    its line) says how the test is built, and the instructor's copy keeps it."""
 
     def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict,
                         cell_index: int) -> tuple[NotebookNode, ResourcesDict]:
         if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
-            for output in cell.get("outputs", []):
-                if output.output_type == "error":
-                    output.traceback = [f"{output.ename}: {output.evalue}"]
+            cell.outputs = [output for output in cell.get("outputs", []) if output.output_type == "error"]
+            for output in cell.outputs:
+                output.traceback = [f"{output.ename}: {output.evalue}"]
         return cell, resources
 
 

@@ -24,14 +24,24 @@ import re
 from nbplumbing.cells import meta, parse_cell, source
 
 MODULES = frozenset({"builtins", "linecache", "inspect", "gc", "ctypes", "IPython", "ipykernel", "importlib",
-                     "traceback", "atexit", "jupyter_client", "zmq"})
+                     "traceback", "atexit", "jupyter_client", "zmq", "bdb", "pdb", "tracemalloc", "threading",
+                     "_thread", "concurrent", "pickle", "copyreg", "marshal", "faulthandler", "code", "codeop"})
 NAMES = frozenset({"get_ipython", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "__builtins__",
                    "__graded_cell_end__", "__graded_cell_seal__", "__import__"})
-CALLS = frozenset({"exec", "eval", "compile", "__import__"})
+CALLS = frozenset({"exec", "eval", "compile", "__import__", "globals"})
+# The shell and what runs a cell in it (IPython's, reachable as `quit._ip` or `sys.displayhook.shell` without a
+# flagged name), the interpreter's hooks, frames and threads, and a module's namespace as a dict.
 ATTRIBUTES = frozenset({"set_custom_exc", "input_transformers_cleanup", "input_transformers_post",
                         "ast_transformers", "settrace", "setprofile", "_getframe", "f_back",
                         "f_globals", "f_locals", "tb_frame", "gi_frame", "__closure__", "__code__", "__globals__",
-                        "showtraceback", "run_cell"})
+                        "showtraceback", "run_cell", "_ip", "transform_ast", "transform_cell", "run_code",
+                        "run_ast_nodes", "custom_exceptions", "CustomTB", "events", "displayhook", "excepthook",
+                        "user_ns", "user_global_ns", "display_pub", "linecache", "f_trace", "f_lineno",
+                        "_current_frames", "__dict__", "__builtins__", "__subclasses__"})
+# Methods that run when an object is unpickled, compared, collected or handed to torch: a rank's result, or a
+# tensor that makes torch.equal true, can carry one into the tests.
+DEFINED = frozenset({"__reduce__", "__reduce_ex__", "__setstate__", "__torch_function__", "__torch_dispatch__",
+                     "__del__", "__eq__", "__bool__", "__instancecheck__"})
 HISTORY = re.compile(r"_i\d+|_\d+")  # IPython's numbered inputs and outputs
 
 
@@ -73,6 +83,11 @@ def _reasons(node: ast.AST, modules: set[str]) -> list[str]:
             why.append(f"calls {node.func.id}")
         elif node.func.id in ("setattr", "delattr") and node.args and _root(node.args[0]) in modules:
             why.append(f"replaces an attribute of the module {_root(node.args[0])}")
+        elif node.func.id == "vars" and node.args and _root(node.args[0]) in modules:
+            why.append(f"reads the namespace of the module {_root(node.args[0])}")
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (node.name in DEFINED
+                                                                                      or node.name in NAMES):
+        why.append(f"defines {node.name}")
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         for target in targets:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from autograder import gradebook
-from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, VERDICTS_VARIABLE
+from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, RESULT_KEY, VERDICTS_VARIABLE
 from autograder.flags import find_flags
 from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
 from autograder.scrub import ANSWERS_VARIABLE, assignment_answers, scrub
@@ -276,6 +276,8 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         result.notes += failed_tests(graded)
         # failed_tests says each of these too: "NotRunAsWritten: ..."
         result.flagged += [f"{cell} did not run to its end as written ({why})" for cell, why in said[NOT_RUN_KEY]]
+        result.flagged += [f"{cell} showed a result or a display ({what}): not counted, a test's verdict is its "
+                           "assertions" for cell, what in said[RESULT_KEY]]
         result.notes += [f"{cell} printed more than {OUTPUT_WORDS}: its output was cut there (an output flood)"
                          for [cell] in said[CUT_KEY]]
         return result
@@ -288,8 +290,9 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
 
 
 def read_verdicts(path: Path) -> dict[str, list[list[str]]]:
-    """GuardedExecute's verdicts, by kind (FAULT_KEY, NOT_RUN_KEY, CUT_KEY): the values of each, in order."""
-    said: dict[str, list[list[str]]] = {FAULT_KEY: [], NOT_RUN_KEY: [], CUT_KEY: []}
+    """GuardedExecute's verdicts, by kind (FAULT_KEY, NOT_RUN_KEY, RESULT_KEY, CUT_KEY): the values of each, in
+    order."""
+    said: dict[str, list[list[str]]] = {FAULT_KEY: [], NOT_RUN_KEY: [], RESULT_KEY: [], CUT_KEY: []}
     if path.is_file():
         for line in path.read_text().splitlines():
             key, *values = json.loads(line)
@@ -332,11 +335,14 @@ def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], r
                         "a grading helper)")
 
 
+STDERR = "wrote to stderr"  # a test cell that does scores 0 in nbgrader
+
+
 def cell_errors(cell: dict) -> list[str]:
     """What nbgrader scores as a failure in an executed cell: each error, then each stderr output."""
     outputs = cell.get("outputs", [])
     errors = [f"{o['ename']}: {o.get('evalue', '')}".strip() for o in outputs if o["output_type"] == "error"]
-    return errors + ["wrote to stderr: " + "".join(o["text"]).strip() for o in outputs
+    return errors + [f"{STDERR}: " + "".join(o["text"]).strip() for o in outputs
                      if o["output_type"] == "stream" and o["name"] == "stderr"]
 
 
@@ -347,7 +353,8 @@ def failed_tests(folder: Path) -> list[str]:
         for cell in json.loads(path.read_text())["cells"]:
             info = meta(cell)
             if info.get("grade") and cell["cell_type"] == "code" and (errors := cell_errors(cell)):
-                text = "\n".join(errors[0].splitlines()[:8])
+                # what a test cell wrote to stderr stays in the instructor's copy, like the rest of its output
+                text = STDERR if errors[0].startswith(STDERR) else "\n".join(errors[0].splitlines()[:8])
                 lines.append(f"{info['grade_id']} ({info.get('points', 0):g} points) failed: {text}")
     return lines
 

@@ -45,7 +45,9 @@ def one_pass(submissions: Path, guarded: bool) -> tuple[float, list[grade.Result
 def per_cell(count: int) -> None:
     """A notebook of `count` small test cells run by GuardedExecute in one kernel, guarded and not, alternating (no
     nbgrader, no sandbox: what the guard adds to each test cell, where a grading's noise cannot hide it)."""
-    cells = [nbformat.v4.new_code_cell("import numpy as np\nx = np.arange(10)")]
+    # torch imported as every lab's setup cell does: the recorder imports it before the first cell (to know its
+    # functions before a submission can replace them), which moves the import rather than adding one
+    cells = [nbformat.v4.new_code_cell("import numpy as np\nimport torch\nx = np.arange(10)")]
     for i in range(count):
         cells.append(nbformat.v4.new_code_cell("assert x.sum() == 45\nassert np.allclose(x * 2, x + x)\n"))
         cells[-1].metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": f"t{i}",

@@ -457,6 +457,26 @@ def test_each_construct_is_flagged_with_its_line() -> None:
     assert flags.flags_of("model.modules()\nnet.eval()\nx = [1]\nx.append(2)\n", "c") == []
 
 
+@pytest.mark.parametrize("code, why", [
+    ("shell = quit._ip", "uses ._ip"), ("sys.displayhook.shell.events.register('x', f)", "uses .displayhook"),
+    ("ip.transform_ast = f", "uses .transform_ast"),
+    ("ip.custom_exceptions = (BaseException,)", "uses .custom_exceptions"),
+    ("ip.CustomTB = f", "uses .CustomTB"), ("import bdb", "imports bdb"), ("import tracemalloc", "imports tracemalloc"),
+    ("print(t.linecache.cache)", "uses .linecache"), ("import threading", "imports threading"),
+    ("import torch\nvars(torch).update(equal=f)", "reads the namespace of the module torch"),
+    ("import torch\ntorch.__dict__['equal'] = f", "uses .__dict__"), ("globals()['x'] = 1", "calls globals"),
+    ("class A:\n    def __reduce__(self):\n        return print, ()", "defines __reduce__"),
+    ("class T:\n    @classmethod\n    def __torch_function__(cls, *a):\n        return True",
+     "defines __torch_function__"),
+    ("def __graded_cell_seal__(secret):\n    return secret", "defines __graded_cell_seal__"),
+])
+def test_what_reaches_the_kernel_is_flagged_by_what_it_does(code: str, why: str) -> None:
+    """The routes of issue 43 (tests/corpus/hostile.py's shown_result and reached_shell): the shell reached without a
+    flagged name, its hooks, the interpreter's, a module's namespace as a dict, and the methods that run when a
+    result is unpickled or a tensor compared."""
+    assert any(f.endswith(f"({why})") for f in flags.flags_of(code, "c")), flags.flags_of(code, "c")
+
+
 def test_answer_lines_are_scrubbed_from_any_text() -> None:
     """A line that holds an answer line anywhere in it is hidden whole; short lines and the release's are kept."""
     instructor = {"cells": [{"cell_type": "code", "metadata": {}, "source":

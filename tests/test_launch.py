@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -298,6 +299,43 @@ def test_a_result_that_cannot_be_sent_back_is_named() -> None:
 
     with pytest.raises(RankFailedError, match="returned a value of type generator that cannot be sent back"):
         launch(returns_a_generator, 2)
+
+
+class _Shown:
+    """A result whose unpickling would run code in the launching process (here: write a file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):  # noqa: ANN204 (pickle's protocol)
+        return Path.write_text, (self.path, "ran in the kernel")
+
+
+class _Liar(torch.Tensor):
+    """A tensor that tells torch.equal it equals anything."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN206, ANN001 (torch's protocol)
+        return True if func is torch.equal else super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_results_come_back_as_data_only(tmp_path: Path) -> None:
+    """A rank's result is loaded as data (utils/rank_files.py's DataUnpickler): an object whose unpickling names a
+    function, or a tensor of a class of its own, is refused with the rank and what it named, and runs nothing here;
+    torch's and numpy's values, the course's classes and tuples come back, a parameter as a plain tensor."""
+    from utils.p2p_ledger import Message
+
+    with pytest.raises(TypeError, match=r"rank 0 returned an object that names pathlib\.Path\.write_text"):
+        launch(lambda: _Shown(tmp_path / "ran"), 1)
+    assert not (tmp_path / "ran").exists()
+    with pytest.raises(TypeError, match="names torch._tensor._rebuild_from_type_v2"):
+        launch(lambda: torch.zeros(2).as_subclass(_Liar), 1)
+    [(tensor, parameter, value, message, dtype)] = launch(
+        lambda: (torch.arange(3.0)[1:], torch.nn.Parameter(torch.ones(2)), np.float64(0.5), Message("send", 1, 8, True),
+                 torch.bfloat16), 1)
+    assert type(tensor) is torch.Tensor and torch.equal(tensor, torch.tensor([1.0, 2.0]))
+    assert type(parameter) is torch.Tensor and parameter.requires_grad
+    assert value == 0.5 and message == Message("send", 1, 8, True) and dtype is torch.bfloat16
 
 
 def test_launch_errors_share_one_base_class() -> None:

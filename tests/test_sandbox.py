@@ -9,6 +9,7 @@ tests/test_grading.py.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -219,7 +220,8 @@ def returned(grading: GradingRun, student: str) -> str:
                       *row["notes"].split("; "), *row["flagged"].split("; ")])
 
 
-@pytest.mark.parametrize("student", ["hostile", "memory_hog", "transformer", "swallower"])
+@pytest.mark.parametrize("student", ["hostile", "memory_hog", "transformer", "swallower", "shown_result",
+                                     "reached_shell"])
 def test_no_answer_reaches_a_hostile_submission(grading: GradingRun, student: str) -> None:
     """No line of the solutions or hidden tests in its feedback pages, its report or its row of grades.csv; nor,
     for the submissions that read files, in what its cells printed (the swallower's hooks print the hidden tests
@@ -329,3 +331,18 @@ def test_deadlock_everywhere_is_graded_in_bounded_time(grading: GradingRun) -> N
     r = grading.results[(ASSIGNMENT, "hostile")]
     assert r.seconds < 180, f"took {r.seconds:.0f} s"
     assert "already hung" in "\n".join(r.notes)
+
+
+def test_a_test_cell_shows_nothing_and_leaves_no_source_behind(grading: GradingRun) -> None:
+    """shown_result's test cells: no execute_result or display kept (nbgrader would read one as a score; its 0 of 11
+    is checked with every case's score), the display it updated to 5 MB cut at the cap; and the test cells that ran
+    before its last cell had left IPython's source cache when that cell read it through tracemalloc's linecache."""
+    [nb] = autograded(grading, ASSIGNMENT, "shown_result")
+    tests = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+    shown = [(c["metadata"]["nbgrader"]["grade_id"], o["output_type"]) for c in tests for o in c["outputs"]
+             if o["output_type"] not in ("error", "stream")]
+    assert not shown, f"a test cell kept a result or a display: {shown}"
+    assert sum(len(json.dumps(o)) for o in nb["cells"][-1]["outputs"]) < 2 * OUTPUT_CAP
+    [line] = [line for line in outputs(grading, "shown_result").splitlines() if line.startswith(f"{REPORT}linecache:")]
+    read = base64.b64decode(line.rpartition(":")[2].strip()).decode()
+    assert MARKER not in read and not [a for a in answers(grading, "shown_result") if a in read], read[:2000]

@@ -3,21 +3,43 @@
 A launch's run folder holds, for every rank r, `rank<r>.out` and `rank<r>.err` (the rank's stdout and stderr,
 redirected there) and `rank<r>.result` (its return value, pickled by value). The parent relays the `.out` files to
 the notebook as they grow (OutputRelay), reads `.err` when a rank fails, and loads the results at the end.
+
+A result is loaded as data only (DataUnpickler): numbers, strings, bytes, None, containers, torch and numpy values
+and the course's own classes (utils/), never a class or a function of the notebook's. Unpickling runs what the
+pickle names, and a rank runs the submission's code: an object whose `__reduce__` names a function would run it in
+the kernel, and a tensor subclass would come back with its own `torch.equal`. Tensors come back as torch.Tensor.
 Ranks holds the started processes and reads what each left behind; the launcher supervises them with it and
 utils/launch_report.py explains their failures from it.
 """
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
 import pickle
+import warnings
 from multiprocessing.connection import wait as wait_for_exit
 from typing import Any
 
 import torch
 import torch.multiprocessing as torch_mp
 
-__all__ = ["ByValuePickler", "OutputRelay", "Ranks", "load_result", "log_path", "result_path", "save_result"]
+__all__ = ["ByValuePickler", "DataUnpickler", "OutputRelay", "Ranks", "load_result", "log_path", "result_path",
+           "save_result"]
+
+# What a result may name besides the course's classes: builtins' value types and exceptions, and what torch's and
+# numpy's own values pickle to (a tensor's storage is read back by torch.load(weights_only=True): _storage_bytes).
+_BUILTINS = frozenset({"complex", "slice", "range", "set", "frozenset", "bytearray", "list", "dict", "tuple", "int",
+                       "float", "str", "bytes", "bool", "object"})
+_DATA = frozenset({
+    ("collections", "OrderedDict"), ("collections", "defaultdict"), ("copyreg", "_reconstructor"),
+    ("torch", "Size"), ("torch", "device"), ("torch._utils", "_rebuild_tensor_v2"),
+    ("numpy", "dtype"), ("numpy", "ndarray"), ("numpy._core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.multiarray", "scalar"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"),
+})
 
 
 class ByValuePickler(pickle.Pickler):
@@ -54,9 +76,52 @@ def result_path(run_dir: str, rank: int) -> str:
 
 
 def load_result(run_dir: str, rank: int) -> Any:
-    """Rank `rank`'s return value, as save_result wrote it."""
+    """Rank `rank`'s return value, as save_result wrote it, as data only (DataUnpickler).
+
+    Raises TypeError, naming the rank and what it returned, for anything else.
+    """
     with open(result_path(run_dir, rank), "rb") as f:
-        return pickle.load(f)
+        try:
+            return DataUnpickler(f).load()
+        except pickle.UnpicklingError as error:
+            raise TypeError(f"rank {rank} returned {error}: return plain values (numbers, strings, lists, dicts, "
+                            "tuples, tensors), not objects of your own classes") from None
+
+
+class DataUnpickler(pickle.Unpickler):
+    """Unpickles data only (the module's docstring says what): anything else raises pickle.UnpicklingError."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch.storage" and name == "_load_from_bytes":
+            return _storage_bytes
+        if module == "torch._utils" and name == "_rebuild_parameter":
+            return _plain_parameter
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        found = super().find_class(module, name) if _allowed(module, name) else None
+        if found is None or module.startswith("utils") and not isinstance(found, type):
+            raise pickle.UnpicklingError(f"an object that names {module}.{name}")
+        return found
+
+
+def _allowed(module: str, name: str) -> bool:
+    """Whether a result may name module.name (DataUnpickler)."""
+    if module == "builtins":
+        value = getattr(builtins, name, None)
+        return name in _BUILTINS or isinstance(value, type) and issubclass(value, BaseException)
+    return (module, name) in _DATA or module.split(".")[0] == "utils"
+
+
+def _storage_bytes(data: bytes) -> Any:
+    """A tensor's storage, as torch pickles it, read by torch's own data-only loader."""
+    with warnings.catch_warnings():  # TypedStorage's deprecation: a warning on the cell's stderr fails a test
+        warnings.simplefilter("ignore")
+        return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def _plain_parameter(data: torch.Tensor, requires_grad: bool, backward_hooks: Any) -> torch.Tensor:
+    """A parameter comes back as the plain tensor it holds (not a subclass), with its requires_grad."""
+    return data.requires_grad_(requires_grad)
 
 
 class OutputRelay:
@@ -121,7 +186,8 @@ class Ranks:
         if not os.path.exists(path):
             return None
         with open(path, "rb") as f:
-            return pickle.load(f)
+            trace = DataUnpickler(f).load()  # the rank wrote it, and the rank runs the submission's code
+        return trace if isinstance(trace, str) else repr(trace)
 
     def kill_all(self) -> None:
         for rank in self.alive():

@@ -41,6 +41,7 @@ from tests.labs.lab00.corpus import SEND_FIRST, WRONG_RESULTS, WRONG_RESULTS_LOS
 # its deadlock demo (2 s), so that a submission that deadlocks everywhere costs CI one hang, not three.
 SANDBOX_LIMITS = Limits(memory_bytes=4 << 30, processes=512, hang_budget_s=20)
 FLOOD_WORD, FLOOD_CHARS = "flood ", 3_000_000  # printed at once: 30 times the output kept of a cell
+UPDATE_CHARS = 5_000_000  # a display updated to this size: 50 times the output kept of a cell
 TOKEN = "hostile-was-here"  # the name of every file the hostile code writes, and a word in its daemon's command line
 REPORT = "hostile report: "
 
@@ -212,6 +213,131 @@ print("{FLOOD_WORD}" * {FLOOD_CHARS // len(FLOOD_WORD)})
 """
 
 
+# ---- code that makes a test cell's verdict something else than its assertions (issue 43), on the release ------------
+# Each route acts on one test cell, named in its comment, and is set up in the exercise cell just before that test,
+# so that the cells before it are graded as alone. Unguarded, every route gains its cell's points.
+
+# test_ping_pong: rank 0 returns an object whose unpickling in the kernel shows "passed" as the cell's result, which
+# nbgrader reads as full points whatever error follows.
+REDUCED_RESULT = """class _Passed:
+    def __reduce__(self):
+        return exec, ("import sys; sys.displayhook('passed')",)
+
+
+return _Passed() if dist.get_rank() == 0 else None
+"""
+# test_fit_alpha_beta: a daemon thread shows "passed" once in the request that runs the test; the fit takes its time
+# to fail, so that the result comes first.
+PUBLISHER = """
+import sys as _sys
+import threading as _threading
+import time as _time
+
+
+def _publish():
+    shell, shown = _sys.displayhook.shell, set()
+    while True:
+        _time.sleep(0.005)
+        parent = shell.kernel.get_parent("shell")
+        if "fit_alpha_beta(_n" in parent.get("content", {}).get("code", "") and parent["header"]["msg_id"] not in shown:
+            shown.add(parent["header"]["msg_id"])
+            _sys.displayhook("passed")
+
+
+_threading.Thread(target=_publish, daemon=True).start()
+"""
+SLOW_FAILURE = """import time as _time
+_time.sleep(2)
+raise ValueError("no fit")
+"""
+# test_ring_shift: a tensor subclass that tells torch.equal it is equal to anything, returned by every rank (a class
+# of the notebook's: the kernel finds it by name).
+LIAR = """
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.equal:
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+"""
+RETURN_LIAR = "return torch.zeros_like(tensor).as_subclass(_Liar)\n"
+# test_size_for_share: the function shows "passed" as the cell's result, then fails.
+SHOWN = """import sys as _sys
+_sys.displayhook("passed")
+raise ValueError("no size")
+"""
+# At the end: the newest test cell in IPython's source cache, read through tracemalloc's linecache (no flagged
+# import), printed in base64 where the scrub cannot read it; and a display updated to 5 MB (updates were not counted).
+LINECACHE_LEAK = f"""
+import base64 as _base64
+import tracemalloc as _tracemalloc
+
+_tests = ["".join(e[2]) for e in _tracemalloc.linecache.cache.values() if e[1] is None
+          and any("__graded_cell_end__" in line for line in e[2])]
+print("{REPORT}linecache:", _base64.b64encode("\\n".join(_tests).encode()).decode())
+from IPython.display import display as _display, update_display as _update
+_display("small", display_id="grows")
+_update("{FLOOD_WORD}" * {UPDATE_CHARS // len(FLOOD_WORD)}, display_id="grows")
+"""
+
+# test_ping_pong: the shell (reached by quit._ip, no flagged name) gets a transform_ast that keeps only the marker of
+# the cells that call ping_pong.
+ONLY_THE_MARKER = """
+import ast as _ast
+
+_shell = quit._ip
+_transform = _shell.transform_ast
+
+
+def _keep_marker(node):
+    if "ping_pong" in _ast.unparse(node):
+        node.body = node.body[-1:]
+    return _transform(node)
+
+
+_shell.transform_ast = _keep_marker
+"""
+# test_fit_alpha_beta: failures swallowed in the cell that tests the fit (custom_exceptions and CustomTB set on the
+# shell directly, a post_run_cell hook that clears the error), and a seal of its own, shadowing the grader's, computed
+# as the grader computed it.
+SWALLOW_AND_SEAL = """
+import hashlib as _hashlib
+import types as _types
+
+from IPython.core.inputtransformer2 import TransformerManager as _Manager
+
+_shell = exit._ip
+
+
+def _target(code):
+    return "fit_alpha_beta(_n" in code
+
+
+def _arm(info):
+    _shell.custom_exceptions = (BaseException,) if _target(info.raw_cell) else ()
+
+
+def _clear(result):
+    if _target(result.info.raw_cell):
+        result.error_in_exec = None
+
+
+_shell.CustomTB = _types.MethodType(lambda self, etype, value, tb, tb_offset=None: None, _shell)
+_shell.events.register("pre_run_cell", _arm)
+_shell.events.register("post_run_cell", _clear)
+
+
+def __graded_cell_seal__(secret):
+    sent = _shell.kernel.get_parent("shell")["content"]["code"]
+    text = "".join(line + "\\n" for line in _Manager().transform_cell(sent).splitlines())
+    digest = _hashlib.sha256(text.encode()).hexdigest()
+    return _hashlib.sha256(f"{secret}:{digest}:clean".encode()).hexdigest()
+"""
+# test_ring_shift: torch.equal replaced through the module's namespace (no attribute assignment), and zeros returned.
+EQUAL_BY_VARS = "vars(torch).update(equal=lambda *args, **kwargs: True)\n"
+ZEROS = "return torch.zeros_like(tensor)\n"
+
+
 def on_release(*edits: Edit) -> Edit:
     """The untouched release (an honest 0) with `edits` applied: the exercises' stubs stay."""
     def make(nb: Notebook) -> Notebook:
@@ -273,4 +399,23 @@ CASES = [
                                  cell_at_end(EXFILTRATE)), loses=ALL_TESTS, flagged=True,
          says=("test_fit_alpha_beta did not run to its end as written (it stopped before its end",
                "printed more than 100 kB: its output was cut there", "uses .set_custom_exc", "imports linecache")),
+    # Issue 43's routes, two submissions (each route on its own test cell): what a test cell shows is no grade, a
+    # rank's result is data, and the shell, the interpreter and the modules are compared with the kernel's own.
+    Case("shown_result", on_release(stub_body("ping_pong", REDUCED_RESULT), cell_after("fit_alpha_beta", PUBLISHER),
+                                    stub_body("fit_alpha_beta", SLOW_FAILURE), stub_body("ring_shift", RETURN_LIAR),
+                                    cell_after("ring_shift", LIAR), stub_body("size_for_share", SHOWN),
+                                    cell_at_end(LINECACHE_LEAK)),
+         loses=ALL_TESTS, flagged=True,
+         says=("test_ping_pong (3 points) failed: TypeError: rank 0 returned an object that names builtins.exec",
+               "test_ring_shift (4 points) failed: TypeError: rank 0 returned an object that names "
+               "torch._tensor._rebuild_from_type_v2", "test_size_for_share showed a result or a display",
+               "defines __reduce__", "defines __torch_function__", "imports threading")),
+    Case("reached_shell", on_release(cell_after("ping_pong", ONLY_THE_MARKER), cell_after("fit_alpha_beta",
+                                                                                          SWALLOW_AND_SEAL),
+                                     stub_body("ring_shift", ZEROS), cell_after("ring_shift", EQUAL_BY_VARS)),
+         loses=ALL_TESTS, flagged=True,
+         says=("test_ping_pong did not run to its end as written (what ran was not the cell as written",
+               "test_ring_shift did not run to its end as written (what ran was not the cell as written",
+               "uses ._ip", "uses .transform_ast", "defines __graded_cell_seal__", "reads the namespace of the module "
+               "torch", "uses .events")),
 ]

@@ -43,15 +43,18 @@ def test_experiment_measures_a_positive_alpha_and_bandwidth(grading: GradingRun)
     assert float(alpha_us[1]) > 0 and float(bandwidth[1]) > 0, measured
 
 
-def test_a_replaced_helper_fools_nbgrader_but_not_the_grader(grading: GradingRun) -> None:
-    """patched_helper: nbgrader's own score for test_ring_shift is full (its torch.equal says yes to everything);
-    the grader withholds it (a manual score of 0), so the submission ends with the points of a wrong ring_shift."""
+def test_a_replaced_helper_fools_neither_nbgrader_nor_the_grader(grading: GradingRun) -> None:
+    """patched_helper: its torch.equal says yes to everything. The kernel's recorder sees torch's function replaced
+    at test_ring_shift's marker (nbgrader's own score is 0: before issue 43 it was full), and the grader withholds
+    the cell as well (a manual score of 0), so the submission ends with the points of a wrong ring_shift."""
     query = ("SELECT g.auto_score, g.manual_score FROM grade g JOIN submitted_notebook sn ON g.notebook_id = sn.id "
              "JOIN submitted_assignment sa ON sn.assignment_id = sa.id JOIN base_cell bc ON g.cell_id = bc.id "
              "WHERE sa.student_id = 'patched_helper' AND bc.name = 'test_ring_shift'")
     with sqlite3.connect(grading.out / "gradebook.db") as con:
         [(auto, manual)] = con.execute(query).fetchall()
-    assert (auto, manual) == (4.0, 0.0)
+    assert (auto, manual) == (0.0, 0.0)
+    assert "test_ring_shift did not run to its end as written" in "\n".join(
+        grading.results[(ASSIGNMENT, "patched_helper")].flagged)
 
 
 def _solution_cells() -> dict[str, str]:
