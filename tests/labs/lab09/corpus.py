@@ -92,7 +92,8 @@ CASES = [
                 + "        (final / MANIFEST).write_text(json.dumps(manifest))  # MUTANT: after the rename\n"),
         replace("load_checkpoint", LENGTHS,
                 "            if tensor is shard['master'] and tensor.numel() != length:  # MUTANT: master\n")),
-         says=("times as long as one_exp (allowed: 50): derive the waste, do not simulate it",
+         says=("times as long as a few exact operations on the same arguments (allowed: 100): derive the waste, "
+               "do not simulate it",
                "checkpoint_cost(3000, 3, 1000.0, 2000.0, 5000.0)['gathered']: the schedule gives",
                "more than this rank's shard written?", "state['step'] differs from what DCP saved",
                "its position restored?", "step-000000004 has no manifest of step 4"),
