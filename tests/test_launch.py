@@ -1,7 +1,9 @@
 """The launcher's contract: results in rank order, failures and hangs explained, nothing left running."""
 
 import gc
+import io
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -19,6 +21,7 @@ from nbclient import NotebookClient
 
 import utils.launch as launch_module
 from utils.launch import LaunchError, RankFailedError, RankHangError, launch, rank_device
+from utils.rank_files import DataUnpickler
 
 # A hang is reported after `timeout`, plus a few seconds to collect the stacks: bound that, loosely.
 REPORT_SLACK_S = 10.0
@@ -330,6 +333,9 @@ def test_results_come_back_as_data_only(tmp_path: Path) -> None:
     assert not (tmp_path / "ran").exists()
     with pytest.raises(TypeError, match="names torch._tensor._rebuild_from_type_v2"):
         launch(lambda: torch.zeros(2).as_subclass(_Liar), 1)
+    # a rank may write its result file's bytes itself: a class that a utils module imported is not the course's own
+    with pytest.raises(pickle.UnpicklingError, match=r"names utils\.slow_link\.partial"):
+        DataUnpickler(io.BytesIO(b"cutils.slow_link\npartial\n)R.")).load()
     [(tensor, parameter, value, message, dtype)] = launch(
         lambda: (torch.arange(3.0)[1:], torch.nn.Parameter(torch.ones(2)), np.float64(0.5), Message("send", 1, 8, True),
                  torch.bfloat16), 1)
