@@ -80,6 +80,7 @@ class Entry:
     notebooks: dict[str, Path]
     notes: list[str] = field(default_factory=list)  # said to the student and put in the CSV
     extras: dict[str, Path] = field(default_factory=dict)  # EXCHANGE_FILES found beside the notebooks
+    refused: str = ""  # why its upload cannot be graded (autograder/class_run.py): its row fails with this
 
     @property
     def key(self) -> Key:
@@ -169,16 +170,17 @@ def read_notebook(path: Path) -> dict:
     import nbformat  # slow to import: only when reading submissions
 
     try:
-        nb = nbformat.reads(path.read_bytes().decode("utf-8"), as_version=nbformat.NO_CONVERT)
+        nb = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError:
         raise NotebookError("it is not UTF-8 text") from None
-    except Exception as exc:  # noqa: BLE001  (whatever the file makes nbformat raise: not JSON, nested too deep)
-        raise NotebookError(f"it is not notebook JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        raise NotebookError(f"it is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(nb, dict):
-        raise NotebookError("it is not notebook JSON (not an object)")
+        raise NotebookError("it is not a notebook (its JSON is not an object)")
     if nb.get("nbformat") != 4:
         raise NotebookError(f"it is of nbformat {nb.get('nbformat')!r}; only format 4 is graded (JupyterLab and "
                             "Jupyter Notebook write it: open the file there and save it)")
+    nb = nbformat.from_dict(nb)  # what nbformat.reads gives for format 4
     try:
         nbformat.validate(nb)
     except nbformat.ValidationError as exc:

@@ -343,7 +343,8 @@ import os
 from pathlib import Path
 MARKER = {marker!r}
 ACT = f"__import__('pathlib').Path({{MARKER!r}}).touch()"
-JINJA = "{{{{ lipsum.__globals__['os'].system('touch " + MARKER + "') }}}}" + "PLANTED" + "-TEMPLATE"  # not whole in the source
+# The page's marker is not whole in the source (the page shows the source)
+JINJA = "{{{{ lipsum.__globals__['os'].system('touch " + MARKER + "') }}}}" + "PLANTED" + "-TEMPLATE"
 KERNEL = json.dumps({{"argv": ["touch", MARKER], "language": "python"}})
 home = Path(os.environ["HOME"])
 data = [home.parent / "jupyter", home / ".local" / "share" / "jupyter", Path(os.environ.get("JUPYTER_PATH", home))]
@@ -394,7 +395,8 @@ def test_nothing_the_kernel_writes_is_read_outside_its_sandbox(tmp_path: Path, m
     folder = r.root / "autograded" / "alice" / ASSIGNMENT
     [planting] = [c for c in notebook(folder / release.name)["cells"] if c.get("id") == "planting"]
     said = "".join("".join(o.get("text", "")) for o in planting["outputs"])
-    assert re.search(r"planted (\d+)", said) and int(re.search(r"planted (\d+)", said)[1]) >= 2 * 9 + 2 * 2 + 2 * 3, said  # in the scratch folder at least
+    planted = re.search(r"planted (\d+)", said)
+    assert planted and int(planted[1]) >= 2 * 9 + 2 * 2 + 2 * 3, said  # those in the scratch folder, at least
     assert not marker.exists(), "a planted file was read and run outside the sandbox"
     [page] = (r.root / "feedback" / "alice" / ASSIGNMENT).glob("*.html")
     assert "PLANTED-TEMPLATE" not in page.read_text() and "test_ping_pong" in page.read_text()

@@ -20,8 +20,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.sandbox import PACKAGE_ROOT, readable_runtime
-from autograder.sandbox import landlock
+from autograder.sandbox import PACKAGE_ROOT, landlock, readable_runtime
 from autograder.sandbox.namespaces import drop_capabilities
 
 # What nbgrader needs of the repository besides utils/ (readable_runtime): the course's nbgrader config, the
