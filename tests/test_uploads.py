@@ -21,9 +21,11 @@ import pytest
 from autograder import class_run, grade
 from autograder.__main__ import main
 from autograder.class_run import UNKNOWN, UNREADABLE
+from tests import test_grade
 from tests.common import ROOT
 from tests.test_grade import TINY
-from tests.test_grade import tiny_class as _tiny_class  # noqa: F401  (pytest finds the fixture by its own name)
+
+tiny_class = test_grade.tiny_class  # the fixture: pytest finds it among this module's names
 
 NOTEBOOK = {"cells": [{"cell_type": "code", "execution_count": None, "id": "a", "metadata": {}, "outputs": [],
                        "source": ""}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
