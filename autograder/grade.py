@@ -144,7 +144,7 @@ def check_notebooks(entry: Entry, release: Path) -> Checked:
         try:
             nb = read_notebook(files[name])
         except NotebookError as why:
-            checked.notes.append(f"{name} could not be read as a notebook ({why}): its exercises score 0")
+            checked.notes.append(f"{name} is empty or is not a notebook ({why}): its exercises score 0")
             continue
         checked.notebooks[name] = nb
         given = json.loads((release / name).read_text())
@@ -169,8 +169,11 @@ def read_notebook(path: Path) -> dict:
     """
     import nbformat  # slow to import: only when reading submissions
 
+    data = path.read_bytes()
+    if not data.strip():
+        raise NotebookError("the file is empty")
     try:
-        nb = json.loads(path.read_bytes().decode("utf-8"))
+        nb = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise NotebookError("it is not UTF-8 text") from None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
@@ -327,7 +330,6 @@ def make_feedback(root: Path, answers: Path, *args: str, timeout: float | None =
     """
     folder = course_dir(root, "feedback")
     folder.mkdir(exist_ok=True)
-    (root / JUPYTER_FOLDER / "config").mkdir(parents=True, exist_ok=True)
     wrap = confined([root, answers], [folder]) if landlock.abi_version() >= MIN_LANDLOCK_ABI else []
     return run_nbgrader("generate_feedback", *args, "--force", root=root, check=check, timeout=timeout, wrap=wrap,
                         env={**jupyter_env(root / JUPYTER_FOLDER), ANSWERS_VARIABLE: str(answers)})

@@ -186,7 +186,7 @@ def test_an_nbformat_3_file_is_refused_with_its_reason(tmp_path: Path) -> None:
     entry = grade.Entry("s", "00_ranks_and_alpha_beta", {name: path})
     checked = grade.check_notebooks(entry, release)
     assert checked.notebooks == {}
-    assert checked.notes == [f"{name} could not be read as a notebook (it is of nbformat 3; only format 4 is graded "
+    assert checked.notes == [f"{name} is empty or is not a notebook (it is of nbformat 3; only format 4 is graded "
                              "(JupyterLab and Jupyter Notebook write it: open the file there and save it)): its "
                              "exercises score 0"]
     path.write_text(json.dumps({**given, "worksheets": []}))  # format 4 with worksheets: not a valid notebook
