@@ -35,12 +35,14 @@ import tempfile
 import threading
 import time
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from autograder import gradebook
 from autograder.grade import (
     EXCHANGE_FILES,
+    FAILED,
     GRADED,
     GRADER_ERROR,
     Entry,
@@ -68,12 +70,29 @@ from utils.timeouts import SUBMISSION_S
 # nbgrader's documented example of FileNameCollectorPlugin.named_regexp (it has no default), matched
 # against the file name; a .zip's name gives the student and the notebooks inside it are taken as they are.
 LMS_PATTERN = r".*_(?P<student_id>\w+)_attempt_(?P<timestamp>[0-9\-]+)_(?P<file_id>\w+)"
+ATTEMPT = "_attempt_"  # once in an LMS name: a student's own file name must not name another student's attempt
+UPLOAD_BYTES = 64 << 20  # the most one notebook may hold, uploaded or in a zip (a lab's with its outputs: a few MB)
+ZIP_NOTEBOOKS = 16  # the most notebooks one zip may hold (an assignment has one)
+UNREADABLE = "upload unreadable"  # how a refused upload's row begins (its status is "failed")
+UNKNOWN = "?"  # the assignment of a refused upload that does not say it
+
+
+class Unreadable(ValueError):
+    """An upload that cannot be graded (the message says why): its student's row fails, the others are graded."""
+
 
 # ---- finding the submissions ---------------------------------------------------------------------------------
 
 
-def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry]:
-    """Every submission in `submissions` (nbgrader layout or a flat LMS folder); zips are extracted into work."""
+def collect(submissions: Path, work: Path, root: Path = REPO_ROOT,
+            roster: frozenset[str] | None = None) -> list[Entry]:
+    """Every submission in `submissions` (nbgrader layout or a flat LMS folder); zips are extracted into work.
+
+    Only regular files are read (a link, in any layout, is refused), each of at most UPLOAD_BYTES. An upload that
+    cannot be graded (a link, too big, a broken zip, a name that is not one LMS name, or whose student is not on
+    `roster` when one is given) becomes an Entry with `refused` set: its row fails with the reason, and every other
+    submission is graded.
+    """
     submissions = Path(submissions)
     known = assignment_names(root)
     if not submissions.is_dir():
@@ -81,32 +100,42 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
     entries: dict[Key, Entry] = {}
     stamps: dict[Key, str] = {}
     for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if student_dir.is_symlink():
+            _refuse(entries, Key(_shown(student_dir.name), UNKNOWN), f"{student_dir.name} is a link, not a folder")
+            continue
         if strays := sorted(p.name for p in student_dir.glob("*.ipynb")):
             raise PipelineError(f"{student_dir}: {', '.join(strays)} not in an assignment folder: expected "
                                 f"{student_dir.name}/<assignment>/<notebook>.ipynb")
         for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             if folder.name not in known:
                 raise PipelineError(f"{folder}: no assignment '{folder.name}' (assignments: {', '.join(known)})")
-            nbs = {p.name: p for p in sorted(folder.glob("*.ipynb"))}
-            extras = {name: folder / name for name in EXCHANGE_FILES if (folder / name).is_file()}
-            entries[Key(student_dir.name, folder.name)] = Entry(student_dir.name, folder.name, nbs, extras=extras)
-    for path in sorted(p for p in submissions.iterdir() if p.is_file() and p.suffix in (".ipynb", ".zip")):
-        match = re.match(LMS_PATTERN, path.stem)
-        if not match:
-            raise PipelineError(f"{path.name}: not named like <anything>_<student>_attempt_<timestamp>_<notebook>"
-                                f"{path.suffix} (nbgrader zip_collect's documented pattern)")
-        student, stamp = match["student_id"], match["timestamp"]
-        if path.suffix == ".zip":
-            dest = work / "extracted" / path.stem
-            with zipfile.ZipFile(path) as zf:
-                zf.extractall(dest)
-            files = sorted(p for p in dest.rglob("*.ipynb") if "__MACOSX" not in p.parts)
-        else:
-            files = [path]
-        names = [Path(match["file_id"]).stem] if path.suffix == ".ipynb" else [f.stem for f in files]
-        assignment = _assignment_of(names, known, root) or (known[0] if len(known) == 1 else None)
-        if assignment is None:
-            raise PipelineError(f"{path.name}: no assignment has a notebook named {', '.join(names)}")
+            key = Key(_shown(student_dir.name), folder.name)
+            try:
+                _check_name(student_dir.name, roster)
+                if folder.is_symlink():
+                    raise Unreadable(f"{folder.name} is a link, not a folder")
+                nbs = {p.name: _regular(p) for p in sorted(folder.glob("*.ipynb"))}
+                extras = {name: _regular(folder / name) for name in EXCHANGE_FILES
+                          if (folder / name).is_file() or (folder / name).is_symlink()}
+            except Unreadable as why:
+                _refuse(entries, key, str(why))
+                continue
+            entries[key] = Entry(key.student, key.assignment, nbs, extras=extras)
+    unread: dict[str, list[str]] = {}  # student (or the file's name) -> why each of their uploads was refused
+    for path in sorted(p for p in submissions.iterdir()
+                       if p.suffix in (".ipynb", ".zip") and (p.is_file() or p.is_symlink())):
+        student = _shown(path.name)  # until its name says whose it is
+        try:
+            student, stamp, file_id = _lms_name(path)
+            _check_name(student, roster)
+            files = _lms_files(path, work / "extracted" / path.stem)
+            names = [Path(file_id).stem] if path.suffix == ".ipynb" else [f.stem for f in files]
+            assignment = _assignment_of(names, known, root) or (known[0] if len(known) == 1 else None)
+            if assignment is None:
+                raise Unreadable(f"no assignment has a notebook named {', '.join(names)}")
+        except Unreadable as why:
+            unread.setdefault(student, []).append(f"{path.name}: {why}")
+            continue
         key = Key(student, assignment)
         if key in stamps and stamps[key] > stamp:
             continue  # an older attempt: the newest one counts (zip_collect keeps the newest too)
@@ -116,10 +145,86 @@ def collect(submissions: Path, work: Path, root: Path = REPO_ROOT) -> list[Entry
             entry.notebooks[f"{names[0]}.ipynb"] = path
         else:
             entry.notebooks.update({f.name: f for f in files})
+    for student, whys in unread.items():  # said beside a student's graded upload, or as their row
+        if graded := [e for e in entries.values() if e.student == student]:
+            graded[0].notes += [f"{UNREADABLE}: {why}" for why in whys]
+        else:
+            _refuse(entries, Key(student, UNKNOWN), "; ".join(whys))
     if not entries:
         raise PipelineError(f"no submissions in {submissions}: expected <student>/<assignment>/<notebook>.ipynb "
                             "or <anything>_<student>_attempt_<timestamp>_<notebook>.ipynb|.zip")
     return sorted(entries.values(), key=lambda e: (e.assignment, e.student))
+
+
+def _refuse(entries: dict[Key, Entry], key: Key, why: str) -> None:
+    entries[key] = Entry(key.student, key.assignment, {}, refused=why)
+
+
+def _shown(name: str) -> str:
+    """A file name as the CSV and the reports can write it: undecodable bytes (surrogates) escaped."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _check_name(student: str, roster: frozenset[str] | None) -> None:
+    """Unreadable unless `student` is a UTF-8 name, and on `roster` when one is given."""
+    if _shown(student) != student:
+        raise Unreadable("its name is not UTF-8 text")
+    if roster is not None and student not in roster:
+        raise Unreadable(f"{student} is not on the roster")
+
+
+def _regular(path: Path) -> Path:
+    """`path`, if it is a regular file (not a link) of at most UPLOAD_BYTES; Unreadable otherwise."""
+    if path.is_symlink() or not path.is_file():
+        raise Unreadable(f"{path.name} is a link or a special file, not a regular file")
+    if (size := path.stat().st_size) > UPLOAD_BYTES:
+        raise Unreadable(f"{path.name} holds {size} bytes, more than {UPLOAD_BYTES} (the bound of one notebook)")
+    return path
+
+
+def _lms_name(path: Path) -> tuple[str, str, str]:
+    """(student, timestamp, file id) of an LMS upload's name; Unreadable unless it holds ATTEMPT exactly once."""
+    _check_name(path.name, None)
+    if (count := path.stem.count(ATTEMPT)) != 1:
+        raise Unreadable(f"its name holds {ATTEMPT!r} {count} times, an LMS name once: "
+                         f"<anything>_<student>{ATTEMPT}<timestamp>_<notebook>{path.suffix}")
+    if not (match := re.fullmatch(LMS_PATTERN, path.stem)):
+        raise Unreadable(f"not named like <anything>_<student>{ATTEMPT}<timestamp>_<notebook>{path.suffix} "
+                         "(nbgrader zip_collect's documented pattern)")
+    return match["student_id"], match["timestamp"], match["file_id"]
+
+
+def _lms_files(path: Path, dest: Path) -> list[Path]:
+    """The notebooks of an LMS upload: itself, or a zip's .ipynb members (and nothing else of it) extracted flat
+    into `dest`, each within UPLOAD_BYTES as declared and as read; Unreadable when there is none or it is bad."""
+    _regular(path)
+    if path.suffix == ".ipynb":
+        return [path]
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = [m for m in zf.infolist() if not m.is_dir() and m.filename.endswith(".ipynb")
+                       and "__MACOSX" not in m.filename.split("/")]
+            if not members:
+                raise Unreadable("the zip holds no .ipynb file")
+            if len(members) > ZIP_NOTEBOOKS or len({Path(m.filename).name for m in members}) < len(members):
+                raise Unreadable(f"the zip holds {len(members)} notebooks, more than {ZIP_NOTEBOOKS} or two of "
+                                 "one name")
+            dest.mkdir(parents=True)
+            for member in members:
+                if member.file_size > UPLOAD_BYTES:
+                    raise Unreadable(f"{member.filename} in the zip declares {member.file_size} bytes, more than "
+                                     f"{UPLOAD_BYTES}")
+                with zf.open(member) as source:
+                    data = source.read(UPLOAD_BYTES + 1)  # what it holds, whatever it declares
+                if len(data) > UPLOAD_BYTES:
+                    raise Unreadable(f"{member.filename} in the zip holds more than {UPLOAD_BYTES} bytes")
+                (dest / Path(member.filename).name).write_bytes(data)
+    except Unreadable:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError, EOFError,
+            ValueError, zlib.error) as exc:  # broken, encrypted, an unknown compression, a bad CRC
+        raise Unreadable(f"the zip cannot be read: {type(exc).__name__}: {exc}") from None
+    return sorted(dest.iterdir())
 
 
 def _assignment_of(names: list[str], known: list[str], root: Path) -> str | None:
@@ -162,7 +267,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
                 cell_timeout: float | None = None, env: Mapping[str, str] | None = None,
                 root: Path = REPO_ROOT, progress: Callable[[str], None] = print,
                 shard: tuple[int, int] | None = None, fresh: bool = False,
-                sandbox: Limits | None = DEFAULT_LIMITS) -> list[Result]:
+                sandbox: Limits | None = DEFAULT_LIMITS, roster: frozenset[str] | None = None) -> list[Result]:
     """Grade every submission; write out/gradebook.db, grades.csv, lms-grades.csv, autograded/ and feedback/.
 
     `workers` submissions are graded at once (default: one per core), each within `timeout` seconds;
@@ -170,7 +275,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
     {"COURSE_FAST": "1"}); `progress` gets one line per finished submission. `shard` (i, n) grades only the
     students of shard i of n (shard_of); `python -m autograder merge` joins the shards' out folders. Every
     kernel runs sandboxed within the limits `sandbox` (PipelineError if no sandbox can be made here); None grades
-    unconfined, and every result then says "not sandboxed".
+    unconfined, and every result then says "not sandboxed". An upload that cannot be graded (collect; a student not
+    on `roster`, when given) is a failed row that says why ("upload unreadable: ..."); the others are graded.
 
     A run resumes: what `out` holds from an earlier run of the same submissions is kept, and only the rest is
     graded (a submission whose files changed is graded again); `fresh` grades everything anew. The CSVs are
@@ -188,12 +294,13 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
     try:
-        entries = collect(Path(submissions), work, root)
+        entries = collect(Path(submissions), work, root, roster)
         if shard is not None:
             entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
-        fingerprints = {e.key: fingerprint(e) for e in entries}
+        fingerprints = {e.key: fingerprint(e) for e in entries if not e.refused}
         results = {} if fresh else _kept_results(out, fingerprints)
         _forget_all_but(out, set(results))
+        results |= {e.key: refused(e) for e in entries if e.refused}
         todo = [e for e in entries if e.key not in results]
         where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
         progress(f"{where}grading {len(todo)} submissions ({len(results)} kept from an earlier run) with "
@@ -212,6 +319,12 @@ def grade_class(submissions: Path, out: Path, *, workers: int | None = None, tim
         return ordered
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def refused(entry: Entry) -> Result:
+    """The row of an upload that cannot be graded: failed, with why (UNREADABLE)."""
+    return Result(student=entry.student, assignment=entry.assignment, status=FAILED,
+                  notes=[f"{UNREADABLE}: {entry.refused}"])
 
 
 def _grade_all(todo: list[Entry], fingerprints: dict[Key, str], template: Path, work: Path, out: Path,

@@ -25,11 +25,13 @@ from typing import NamedTuple
 from autograder import gradebook
 from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, RESULT_KEY, VERDICTS_VARIABLE
 from autograder.flags import find_flags
-from autograder.sandbox import DEFAULT_LIMITS, Box, Limits
+from autograder.sandbox import DEFAULT_LIMITS, JUPYTER_FOLDER, MIN_LANDLOCK_ABI, Box, Limits, jupyter_env, landlock
+from autograder.sandbox.confine import confined
 from autograder.scrub import ANSWERS_VARIABLE, assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from nbplumbing.adapter import (
     REPO_ROOT,
+    NbgraderRun,
     PipelineError,
     course_dir,
     gradebook_url,
@@ -78,6 +80,7 @@ class Entry:
     notebooks: dict[str, Path]
     notes: list[str] = field(default_factory=list)  # said to the student and put in the CSV
     extras: dict[str, Path] = field(default_factory=dict)  # EXCHANGE_FILES found beside the notebooks
+    refused: str = ""  # why its upload cannot be graded (autograder/class_run.py): its row fails with this
 
     @property
     def key(self) -> Key:
@@ -138,9 +141,10 @@ def check_notebooks(entry: Entry, release: Path) -> Checked:
         if name not in files:
             checked.notes.append(f"{name} is missing from your submission: its exercises score 0")
             continue
-        if (nb := read_notebook(files[name])) is None:
-            checked.notes.append(f"{name} is empty or is not a notebook (it could not be read): its exercises "
-                                 "score 0")
+        try:
+            nb = read_notebook(files[name])
+        except NotebookError as why:
+            checked.notes.append(f"{name} is empty or is not a notebook ({why}): its exercises score 0")
             continue
         checked.notebooks[name] = nb
         given = json.loads((release / name).read_text())
@@ -152,14 +156,41 @@ def check_notebooks(entry: Entry, release: Path) -> Checked:
     return checked
 
 
-def read_notebook(path: Path) -> dict | None:
-    """The notebook in a submitted file, or None when it is not one with cells (not JSON, not text, no cells)."""
+class NotebookError(ValueError):
+    """A submitted file is not a notebook that can be graded (the message says why)."""
+
+
+def read_notebook(path: Path) -> dict:
+    """The notebook in a submitted file, read as nbgrader reads it: nbformat 4, valid against its schema, with
+    cells; NotebookError saying why otherwise (not UTF-8, not JSON, another format, invalid, no cells).
+
+    Format 4 only: nbgrader converts an older one (nbformat 3 keeps its cells in `worksheets`) into cells that no
+    check read. What is graded is this very dict, written out again (grade_one): nothing else of the file.
+    """
+    import nbformat  # slow to import: only when reading submissions
+
+    data = path.read_bytes()
+    if not data.strip():
+        raise NotebookError("the file is empty")
     try:
-        nb = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError):
-        return None
-    cells = nb.get("cells") if isinstance(nb, dict) else None
-    return nb if isinstance(cells, list) and cells else None
+        nb = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise NotebookError("it is not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        raise NotebookError(f"it is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not isinstance(nb, dict):
+        raise NotebookError("it is not a notebook (its JSON is not an object)")
+    if nb.get("nbformat") != 4:
+        raise NotebookError(f"it is of nbformat {nb.get('nbformat')!r}; only format 4 is graded (JupyterLab and "
+                            "Jupyter Notebook write it: open the file there and save it)")
+    nb = nbformat.from_dict(nb)  # what nbformat.reads gives for format 4
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        raise NotebookError(f"it is not a valid notebook of format 4: {exc.message[:200]}") from None
+    if not nb.cells:
+        raise NotebookError("it has no cells")
+    return nb
 
 
 # ---- grading one submission ---------------------------------------------------------------------------------
@@ -234,14 +265,12 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         verdicts, answers = root / "verdicts.jsonl", root / "answers.json"
         answers.write_text(json.dumps({entry.assignment: sorted(lines)}))
         try:
-            # The page is made in the same nbgrader process, once the autograde has succeeded (adapter.THEN).
             run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
                                env={**FIGURES_UNDRAWN, **(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts),
                                     ANSWERS_VARIABLE: str(answers)},
-                               timeout=max(1.0, timeout - (time.monotonic() - start)),
-                               then=("generate_feedback", entry.assignment, f"--student={entry.student}", "--force"))
+                               timeout=max(1.0, timeout - (time.monotonic() - start)))
         finally:
-            result.notes += box.close()
+            result.notes += box.close()  # its scratch removed: nothing the kernel wrote is left to be read
         result.tag = run.tag
         (root / "nbgrader.log").write_text(run.log)
         said = read_verdicts(verdicts)
@@ -273,6 +302,9 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
             _zero_untrusted(root, entry, checked.untrusted, result)
         result.score, result.max_score = read_score(root, entry.student, entry.assignment)
         result.status = GRADED
+        feedback = make_feedback(root, answers, entry.assignment, f"--student={entry.student}", check=False,
+                                 timeout=max(1.0, timeout - (time.monotonic() - start)))
+        (root / "nbgrader.log").write_text(run.log + feedback.log)
         result.notes += failed_tests(graded)
         # failed_tests says each of these too: "NotRunAsWritten: ..."
         result.flagged += [f"{cell} did not run to its end as written ({why})" for cell, why in said[NOT_RUN_KEY]]
@@ -287,6 +319,22 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
     finally:
         result.seconds = time.monotonic() - start
         result.notes = [scrub(note, lines) for note in result.notes]
+
+
+def make_feedback(root: Path, answers: Path, *args: str, timeout: float | None = None,
+                  check: bool = True) -> NbgraderRun:
+    """nbgrader generate_feedback `args` in the course root `root`, the answer lines in `answers` hidden from it.
+
+    It reads notebooks whose every output a submission wrote, and renders them through templates: so it runs once
+    the submission's sandbox is closed, with Jupyter paths that only the grader writes (jupyter_env), and, where
+    Landlock is there, confined (autograder/sandbox/confine.py): no capability, reading only the installed
+    environment, the course root and `answers`, writing only the root's feedback/.
+    """
+    folder = course_dir(root, "feedback")
+    folder.mkdir(exist_ok=True)
+    wrap = confined([root, answers], [folder]) if landlock.abi_version() >= MIN_LANDLOCK_ABI else []
+    return run_nbgrader("generate_feedback", *args, "--force", root=root, check=check, timeout=timeout, wrap=wrap,
+                        env={**jupyter_env(root / JUPYTER_FOLDER), ANSWERS_VARIABLE: str(answers)})
 
 
 def read_verdicts(path: Path) -> dict[str, list[list[str]]]:

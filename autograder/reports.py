@@ -17,11 +17,11 @@ import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result, Status
+from autograder.grade import FAILED, GRADED, GRADER_ERROR, TIMED_OUT, Result, Status, make_feedback
 from autograder.gradebook import RECORDS
 from autograder.sandbox import NOT_SANDBOXED
-from autograder.scrub import ANSWERS_VARIABLE, assignment_answers
-from nbplumbing.adapter import PipelineError, assignment_names, course_dir, run_nbgrader
+from autograder.scrub import assignment_answers
+from nbplumbing.adapter import PipelineError, assignment_names, course_dir
 
 WORKER_FIELDS = ("root", "tag")  # a Result's fields that only its worker needs
 REPORT_PAGE = "grading_report.html"  # beside nbgrader's page(s) in feedback/<student>/<assignment>/
@@ -66,7 +66,7 @@ def generate_feedback(root: Path, answers: dict[str, list[str]]) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as lines:
         json.dump(answers, lines)
         lines.flush()
-        run_nbgrader("generate_feedback", "*", "--force", root=root, env={ANSWERS_VARIABLE: lines.name})
+        make_feedback(Path(root).resolve(), Path(lines.name), "*")
 
 
 def _score_words(r: Result) -> str:

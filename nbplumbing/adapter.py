@@ -43,10 +43,6 @@ COURSE_KERNELSPEC = {"display_name": "Python (DDP course)", "language": "python"
 # installed (jupyter-events pulls it in) to check "iri" formats, and that import builds a lark grammar: 1.4-2.6 s of
 # CPU (quiet to busy 2 cores), more than half of nbgrader's start, in every command (once per graded submission).
 # No schema nbgrader validates has an "iri" format; with the module marked missing, jsonschema skips that checker.
-# Then one command after another in that one process (run_nbgrader's `then`), as nbgrader's own tests run its apps:
-# a grading's feedback page costs its conversion, not a second start. The exit status is the first command's; the
-# next runs only when the first succeeded, and a failure of it shows as what it did not write.
-THEN = "--then"  # between the commands on the command line
 # A command that creates a gradebook (generate_assignment, once per grading run) asks a new `alembic` process for the
 # newest revision of nbgrader's schema (nbgrader.api.get_alembic_version): about 2.8 s of CPU each time, and the same
 # answer for one nbgrader version. ALEMBIC_HEAD is that answer for the pinned one; tests/test_grade.py asks alembic.
@@ -74,12 +70,7 @@ def run(argv):
     return 0
 
 
-args = sys.argv[1:]
-first, then = (args[:args.index("{THEN}")], args[args.index("{THEN}") + 1:]) if "{THEN}" in args else (args, [])
-code = run(first)
-if code == 0 and then:
-    run(then)
-sys.exit(code)
+sys.exit(run(sys.argv[1:]))
 """
 
 
@@ -123,11 +114,10 @@ def gradebook_url(root: Path) -> str:
 
 
 def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | None = None,
-                 timeout: float | None = None, check: bool = True, then: Sequence[str] = ()) -> NbgraderRun:
+                 timeout: float | None = None, check: bool = True, wrap: Sequence[str] = ()) -> NbgraderRun:
     """Run `nbgrader <command> <args>` on the course root with the course config; return how it ended.
 
-    `then` (a command and its arguments) runs in the same process once the first has succeeded, within the same
-    `timeout`; the exit status stays the first command's (NBGRADER_MAIN).
+    `wrap` is an argv prefix that runs nbgrader (confined: autograder/sandbox/confine.py).
 
     `env` is added to the environment of nbgrader and so of every kernel it starts (e.g. COURSE_FAST=1). Past
     `timeout` seconds the command is stopped; when it ends, every process it started is gone (the kernel, and
@@ -138,9 +128,7 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
     # JupyterApp.config_file, without ".py": nbgrader's own "is there a config?" check appends it. The command line
     # beats the root computed in the config.
     common = [f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}", f"--CourseDirectory.root={root}"]
-    argv = [sys.executable, "-c", NBGRADER_MAIN, command, *args, *common]
-    if then:
-        argv += [THEN, *then, *common]
+    argv = [*wrap, sys.executable, "-c", NBGRADER_MAIN, command, *args, *common]
     tag_env = new_tag()  # {TAG_VARIABLE: this command's tag}, inherited by every process it starts
     tag = tag_env[TAG_VARIABLE]
     full_env = {**os.environ, **(env or {}), **tag_env}
@@ -165,7 +153,7 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
     log.debug("nbgrader %s took %.1f s", command, time.perf_counter() - start)
     if check and run.returncode != 0:
         how = f"was stopped after {timeout:g} s" if run.returncode is None else f"failed (exit {run.returncode})"
-        raise NbgraderError(f"nbgrader {command} {how}:\n  {' '.join(['nbgrader', *argv[3:]])}\n"
+        raise NbgraderError(f"nbgrader {command} {how}:\n  {' '.join(['nbgrader', *argv[len(wrap) + 3:]])}\n"
                             f"----- nbgrader's log -----\n{run.log}")
     return run
 

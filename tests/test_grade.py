@@ -542,9 +542,12 @@ def test_a_file_that_is_no_notebook_scores_nothing_even_under_python_O(tmp_path:
     for name, text in (("list", "[1]"), ("no-cells", '{"cells": []}'), ("text-cells", '{"cells": "x"}'),
                        ("not-json", "{"), ("binary", "\udcff")):
         (tmp_path / f"{name}.ipynb").write_text(text, errors="surrogateescape")
-    (tmp_path / "good.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ""}]}')
-    code = ("import sys; from pathlib import Path; from autograder.grade import read_notebook; "
-            "print(sorted(p.stem for p in Path(sys.argv[1]).glob('*.ipynb') if read_notebook(p) is not None))")
+    (tmp_path / "good.ipynb").write_text('{"cells": [{"cell_type": "code", "source": "", "metadata": {}, '
+                                         '"outputs": [], "execution_count": null}], "metadata": {}, "nbformat": 4, '
+                                         '"nbformat_minor": 4}')
+    code = ("import sys; from pathlib import Path; from autograder.grade import NotebookError, read_notebook\n"
+            "def read(p):\n    try:\n        return read_notebook(p)\n    except NotebookError:\n        return None\n"
+            "print(sorted(p.stem for p in Path(sys.argv[1]).glob('*.ipynb') if read(p) is not None))")
     run = subprocess.run([sys.executable, "-O", "-c", code, str(tmp_path)], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert run.stdout.split() == ["['good']"]

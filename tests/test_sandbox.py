@@ -29,9 +29,10 @@ from autograder.execution import MARKER, OUTPUT_CAP
 from autograder.gradebook import CSV_NAME, read_rows
 from autograder.reports import row_of, summary
 from autograder.sandbox import landlock
+from autograder.sandbox.confine import confined
 from nbplumbing.adapter import PipelineError, course_dir
 from nbplumbing.cgroup import Group
-from tests.common import ROOT, GradingRun, autograded
+from tests.common import ROOT, GradingRun, autograded, notebook
 from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
 from tests.corpus.hostile import ASSIGNMENT, FLOOD_WORD, REPORT, SANDBOX_LIMITS, TOKEN
 
@@ -346,3 +347,127 @@ def test_a_test_cell_shows_nothing_and_leaves_no_source_behind(grading: GradingR
     [line] = [line for line in outputs(grading, "shown_result").splitlines() if line.startswith(f"{REPORT}linecache:")]
     read = base64.b64decode(line.rpartition(":")[2].strip()).decode()
     assert MARKER not in read and not [a for a in answers(grading, "shown_result") if a in read], read[:2000]
+
+
+# ---- what reads a submission after its kernel ------------------------------------------------------------------
+
+# A submission's cell, as a student who read the grader would write it: a template, a kernelspec and a Jupyter config
+# in every Jupyter folder it can name from inside the kernel, each touching MARKER (outside the sandbox) and marking
+# the page when anything reads it. It prints how many it could write: the scratch folder's ones at least.
+PLANTING_CELL = '''
+import json
+import os
+from pathlib import Path
+MARKER = {marker!r}
+ACT = f"__import__('pathlib').Path({{MARKER!r}}).touch()"
+# The page's marker is not whole in the source (the page shows the source)
+JINJA = "{{{{ lipsum.__globals__['os'].system('touch " + MARKER + "') }}}}" + "PLANTED" + "-TEMPLATE"
+KERNEL = json.dumps({{"argv": ["touch", MARKER], "language": "python"}})
+home = Path(os.environ["HOME"])
+data = [home.parent / "jupyter", home / ".local" / "share" / "jupyter", Path(os.environ.get("JUPYTER_PATH", home))]
+config = [home / ".jupyter", home.parent / "jupyter", Path(os.environ.get("JUPYTER_CONFIG_DIR", home))]
+planted = 0
+for folder, name, text in [
+        *((d / "nbconvert" / "templates" / t, f, JINJA) for d in data for t in ("classic", "feedback", "lab")
+          for f in ("index.html.j2", "base.html.j2", "feedback.html.j2")),
+        *((d / "kernels" / k, "kernel.json", KERNEL) for d in data for k in ("ddp-course-sandbox", "python3")),
+        *((c, f, ACT) for c in config for f in ("nbgrader_config.py", "jupyter_config.py",
+                                                "jupyter_nbconvert_config.py"))]:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+        planted += 1
+    except OSError:
+        pass
+print("planted", planted)
+'''
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_nothing_the_kernel_writes_is_read_outside_its_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submission plants templates, kernelspecs and Jupyter configs in its scratch folder (and wherever else its
+    kernel can name): none is read, the feedback page is nbgrader's own, and every nbgrader run after the kernel's
+    (the feedback) runs confined, once the sandbox is closed and its scratch removed."""
+    marker = tmp_path / "read-outside"
+    subs = tmp_path / "subs" / "alice" / ASSIGNMENT
+    subs.mkdir(parents=True)
+    [release] = (ROOT / "course" / ASSIGNMENT).glob("*.ipynb")
+    nb = json.loads(release.read_text())
+    nb["cells"].insert(2, {"cell_type": "code", "execution_count": None, "id": "planting", "metadata": {},
+                           "outputs": [], "source": PLANTING_CELL.format(marker=str(marker))})
+    (subs / release.name).write_text(json.dumps(nb))
+    runs: list[tuple[str, list[str], bool]] = []  # (command, wrap, whether the scratch folder was there)
+    real = grade.run_nbgrader
+
+    def watched(command: str, *args: str, root: Path, **kwargs: object) -> object:
+        runs.append((command, list(kwargs.get("wrap", ())), (Path(root) / ".sb").exists()))
+        return real(command, *args, root=root, **kwargs)
+
+    template = grade.prepare_template([ASSIGNMENT], tmp_path)
+    monkeypatch.setattr(grade, "run_nbgrader", watched)
+    [entry] = class_run.collect(tmp_path / "subs", tmp_path)
+    r = grade.grade_one(entry, template, tmp_path, timeout=600, env={"COURSE_FAST": "1"})
+    assert r.status == grade.GRADED and r.score == 0, (r.status, r.score, r.notes)
+    folder = r.root / "autograded" / "alice" / ASSIGNMENT
+    [planting] = [c for c in notebook(folder / release.name)["cells"] if c.get("id") == "planting"]
+    said = "".join("".join(o.get("text", "")) for o in planting["outputs"])
+    planted = re.search(r"planted (\d+)", said)
+    assert planted and int(planted[1]) >= 2 * 9 + 2 * 2 + 2 * 3, said  # those in the scratch folder, at least
+    assert not marker.exists(), "a planted file was read and run outside the sandbox"
+    [page] = (r.root / "feedback" / "alice" / ASSIGNMENT).glob("*.html")
+    assert "PLANTED-TEMPLATE" not in page.read_text() and "test_ping_pong" in page.read_text()
+    assert [(command, bool(wrap), scratch) for command, wrap, scratch in runs] == [
+        ("autograde", False, True), ("generate_feedback", True, False)], runs
+    assert runs[1][1][:3] == confined([], [])[:3]  # the confining launcher
+
+
+@pytest.mark.skipif(landlock.abi_version() < sandbox.MIN_LANDLOCK_ABI, reason="no Landlock ABI 3 here")
+def test_a_confined_process_has_no_capability_and_reaches_only_its_folders(tmp_path: Path) -> None:
+    """What generate_feedback runs under (autograder/sandbox/confine.py): no capability (root's none either), its
+    `read` folder and the installed environment readable, only its `write` folder writable, nothing else."""
+    (tmp_path / "r").write_text("notebook")
+    (tmp_path / "w").mkdir()
+    (tmp_path / "secret").write_text("answers")
+    code = f"""
+from pathlib import Path
+tried = {{}}
+for path in ({str(tmp_path / 'secret')!r}, {str(ROOT / 'solutions')!r}, {str(ROOT / 'tests' / 'conftest.py')!r}):
+    try:
+        Path(path).read_text()
+        tried[path] = "read"
+    except (PermissionError, IsADirectoryError):
+        tried[path] = "denied"
+for path in ({str(tmp_path / 'out')!r}, {str(ROOT / 'autograder' / 'planted.py')!r}):
+    try:
+        Path(path).write_text("x")
+        tried[path] = "written"
+    except PermissionError:
+        tried[path] = "denied"
+Path({str(tmp_path / 'w' / 'ok')!r}).write_text(Path({str(tmp_path / 'r')!r}).read_text())
+caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith(("CapEff", "CapPrm", "CapBnd"))]
+print(sorted(set(tried.values())), caps)
+"""
+    run = subprocess.run([*confined([tmp_path / "r"], [tmp_path / "w"]), sys.executable, "-c", code],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[0] == "['denied'] ['0000000000000000', '0000000000000000', '0000000000000000']"
+    assert (tmp_path / "w" / "ok").read_text() == "notebook"
+
+
+def test_nbgraders_jupyter_paths_hold_nothing_a_kernel_can_write(tmp_path: Path) -> None:
+    """Every Jupyter path nbgrader and nbconvert search (data and config), with a box's environment: the box's own
+    folder (beside the scratch) and installed places only, never the scratch folder or the grader's home."""
+    box = sandbox.Box.open(tmp_path, None)
+    try:
+        code = ("import json; from jupyter_core.paths import jupyter_path, jupyter_config_path\n"
+                "print(json.dumps(jupyter_path() + jupyter_config_path()))")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+        run = subprocess.run([sys.executable, "-c", code], env={**env, **box.env()}, capture_output=True, text=True,
+                             check=True, timeout=60)
+        paths = [Path(p) for p in json.loads(run.stdout)]
+    finally:
+        box.close()
+    installed = (box.jupyter, Path(sys.prefix), Path(sys.base_prefix), Path("/usr"), Path("/etc"))
+    assert paths and all(any(p.is_relative_to(place) for place in installed) for p in paths), paths
+    assert not any(p.is_relative_to(box.scratch) for p in paths), paths

@@ -198,12 +198,27 @@ def _copy_font_cache(home: Path) -> None:
             shutil.copy(path, folder / path.name)
 
 
+JUPYTER_FOLDER = ".jupyter"  # in a submission's course root, which its kernel can neither read nor write
+
+
+def jupyter_env(folder: Path) -> dict[str, str]:
+    """The Jupyter paths of every nbgrader run on a submission: `folder` (the grader's own, out of the kernel's
+    reach: the sandboxed kernelspec, an empty config folder) and the installed environment's and system's, which
+    jupyter_core adds after it (sys.prefix/share/jupyter, /usr/share/jupyter, /etc/jupyter). Never the grader's
+    HOME nor anything a kernel may write: nbconvert renders through the templates it finds there, and nbgrader
+    runs the configs it finds there."""
+    config = str(folder / "config")
+    return {"JUPYTER_PATH": str(folder), "JUPYTER_DATA_DIR": str(folder), "JUPYTER_CONFIG_DIR": config,
+            "JUPYTER_CONFIG_PATH": config, "JUPYTER_PREFER_ENV_PATH": "1"}
+
+
 @dataclass
 class Box:
     """One submission's grading environment: its scratch folder, and (sandboxed) its cgroup and kernelspec."""
 
     scratch: Path
     limits: Limits | None  # None: not sandboxed
+    jupyter: Path  # nbgrader's own Jupyter folder (jupyter_env): the kernelspec, beside the scratch, not in it
     group: Group | None = None
     sockets: Path | None = None  # its connection file and Unix sockets: a short path (sun_path holds 108 bytes)
     watch: ScratchWatch | None = None
@@ -218,14 +233,16 @@ class Box:
         scratch = Path(root).resolve() / ".sb"
         for sub in ("home", "tmp"):
             (scratch / sub).mkdir(parents=True)
-        box = cls(scratch, limits)
+        box = cls(scratch, limits, jupyter=Path(root).resolve() / JUPYTER_FOLDER)
+        (box.jupyter / "config").mkdir(parents=True)
         if limits is None:
             return box
         try:
             _copy_font_cache(scratch / "home")
             box.sockets = Path(tempfile.mkdtemp(prefix="ag-"))
             box.group = Group.create(limits.memory_bytes, limits.processes)
-            spec = scratch / "jupyter" / "kernels" / KERNEL_NAME
+            # Out of the scratch folder: the kernel may write there, and nbgrader must not find its kernel there.
+            spec = box.jupyter / "kernels" / KERNEL_NAME
             spec.mkdir(parents=True)
             argv = [sys.executable, "-m", "autograder.sandbox", sys.executable, "-m", "ipykernel_launcher",
                     "-f", "{connection_file}"]
@@ -251,7 +268,8 @@ class Box:
     def env(self) -> dict[str, str]:
         """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
         budget = HANG_BUDGET_S if self.limits is None else self.limits.hang_budget_s
-        env = {HANG_LEDGER: str(self.scratch / "hung-seconds"), HANG_BUDGET: f"{budget:g}"}
+        env = {**jupyter_env(self.jupyter), HANG_LEDGER: str(self.scratch / "hung-seconds"),
+               HANG_BUDGET: f"{budget:g}"}
         if self.limits is None:
             return env
         inside = {"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"), **env}
@@ -259,8 +277,7 @@ class Box:
                   "memory_bytes": self.limits.memory_bytes,
                   "read": [str(p) for p in readable_runtime()],  # not notebook_folder: it holds the hidden tests
                   "write": [str(self.scratch), str(self.sockets), "/dev/null", "/dev/shm"]}
-        return {**env, "JUPYTER_PATH": str(self.scratch / "jupyter"), "JUPYTER_RUNTIME_DIR": str(self.sockets),
-                CONFIG_VARIABLE: json.dumps(config)}
+        return {**env, "JUPYTER_RUNTIME_DIR": str(self.sockets), CONFIG_VARIABLE: json.dumps(config)}
 
     def close(self) -> list[str]:
         """Kill every process left in the cgroup and remove it and the scratch folder; return the notes."""

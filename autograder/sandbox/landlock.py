@@ -59,8 +59,9 @@ def handled_rights(abi: int) -> int:
     return rights | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0) | (IOCTL_DEV if abi >= 5 else 0)
 
 
-def restrict(read: Iterable[Path], write: Iterable[Path]) -> int:
-    """Allow reading (and executing) beneath `read`, everything beneath `write`, nothing else; return the ABI.
+def restrict(read: Iterable[Path], write: Iterable[Path], listed: Iterable[Path] = ()) -> int:
+    """Allow reading (and executing) beneath `read`, everything beneath `write`, listing (names, not contents)
+    beneath `listed`, nothing else; return the ABI.
 
     Paths that do not exist are skipped (a Python install without lib64/, say). Sets no_new_privs, which
     Landlock requires of a process without CAP_SYS_ADMIN and which keeps setuid programs from regaining rights.
@@ -74,7 +75,7 @@ def restrict(read: Iterable[Path], write: Iterable[Path]) -> int:
     ruleset = _check(_libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
                      "landlock_create_ruleset")
     try:
-        for rights, paths in ((handled & READ, read), (handled, write)):
+        for rights, paths in ((handled & READ, read), (handled, write), (READ_DIR, listed)):
             for path in paths:
                 _add_path(ruleset, Path(path), rights)
         _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
