@@ -51,7 +51,7 @@ CASES = [
                "rank and step [[",
                "memory_per_rank(12, 2, stage=1, bytes per parameter 2 + 4 + 12): expected 144.0 (the mean of the "
                "oracle's tally per rank, [144.0, 144.0]), got 192.0",
-               "that is the count with the gradients sharded: stage 1 shards the optimizer state")),
+               "that is the count with the gradients sharded, which is not what stage 1 keeps")),
     # 7.2, each shard one element too long: neighbouring ranks both own the element at the boundary; 7.3, Adam also
     # wraps the whole model: right parameters (the all-gather overwrites them), state for every element; and the
     # reduce-scatter's sum left undivided: Adam, blind to the gradient's scale, moves the parameters by about 3e-8

@@ -11,6 +11,12 @@ DERIVATIONS: list[Derivation] = [
         "(p+g)psi+kpsi/n", "ppsi+(g+k)psi/n", "(p+g)*psi+k*psi/n", "p*psi+(g+k)*psi/n", "4psi+12psi/n",
         "2psi+14psi/n", "4*psi+12*psi/n", "2*psi+14*psi/n", "tendto4psiand2psi", "16psi/n", "frac16psin",
         "16*psi/n", "(p+g+k)psi/n", "12psi/n", "14psi/n", "4n_rmore", "2n_rmore", "12*owned",
-        "dividesallofitbyn", "(param_bytes+grad_bytes)*", "optimizer_bytes/world_size"),
-        ("1.28e+11", "8.78e+10", "1.17e+09")),
+        "dividesallofitbyn", "(param_bytes+grad_bytes)*", "optimizer_bytes/world_size", "stagestageshards",
+        "asharditemcosts", "shardeditemcosts"),
+        ("1.28e+11", "8.78e+10", "1.17e+09"),
+        # which items each stage shards and what a sharded item costs, stated beside the exercise ("Stage 1 shards
+        # the optimizer state ..., stage 2 the optimizer state and the gradients, stage 3 all three. A sharded item
+        # costs each rank its bytes for num_params / N parameters")
+        sentences=(("stage1", "shards", "optimizerstate", "stage2", "gradients"), ("stage3", "allthree"),
+                   ("sharded", "costs", "/n"), ("sharded", "costs", "1/n"))),
 ]

@@ -9,8 +9,13 @@ DERIVATIONS: list[Derivation] = [
     Derivation("08_fsdp", "peak_bytes", (
         "(1+prefetch)*unit_params", "(prefetch+1)*unit_params", "(1+p)u", "(p+1)u", "(2+p)u", "u*(c+g)",
         "2*unit_params*grad_bytes", "2ug", "2*u*g", "u*(c+2g)", "u(c+2g)", "kpsi/n+(1+p)", "kpsi/n+(p+1)",
-        "theunitcomputingandthep"),
-        ("2.09e+09", "2.41e+10", "1.63e+10")),
+        "theunitcomputingandthep", "i:i+1+prefetch", "i:i+1+p]", "i-prefetch):i+1", "plustwounits",
+        "eachsuchnewtensoraslargeastheunit", "thisunit'sandthenext", "thatunit'sandthe`prefetch`next"),
+        ("2.09e+09", "2.41e+10", "1.63e+10"),
+        # the resident units or gradients counted in words ("about 1/N of DDP plus two units", "that unit's and the
+        # prefetch next ones'", "count each such new tensor as large as the unit")
+        sentences=(("1/nofddp", "twounits"), ("unit's", "nextones'"), ("newtensor", "aslargeastheunit"),
+                   ("gradient", "twiceitsunit"))),
     # 8.2: one step's bytes, (N - 1) s_u (2c + r) per unit, 3 (N - 1) / N of the parameters' bytes for r = c, 1.5
     # times DDP's; values at 4003 units on 1e4 ranks, 2000 units of 987654321 on 4096 (r = 4) and 4321 units on 7919.
     Derivation("08_fsdp", "step_traffic", (
