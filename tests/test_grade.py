@@ -405,7 +405,7 @@ def test_a_box_says_when_its_memory_bound_was_reached(kills: int, reached: int, 
 
     group = _FakeGroup()
     group.kills, group.reached = kills, reached
-    notes = sandbox.Box(tmp_path, sandbox.Limits(memory_bytes=4 << 30), group).close()
+    notes = sandbox.Box(tmp_path, sandbox.Limits(memory_bytes=4 << 30), jupyter=tmp_path, group=group).close()
     assert [n for n in notes if "used more than 4 GB: stopped" in n] == ([] if note is None else notes)
     assert note is None or note in notes[0]
 
@@ -514,7 +514,8 @@ def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) ->
                         '["not run as written", "test_x", "it stopped"]\n["output cut", "cell 3"]\n')
     assert grade.read_verdicts(verdicts) == {"grader fault": [["the grading kernel did not start (RuntimeError: "
                                                                "Kernel died)"]], "not run as written": [["test_x",
-                                                               "it stopped"]], "output cut": [["cell 3"]]}
+                                                               "it stopped"]], "output cut": [["cell 3"]],
+                                             "test output": []}
 
 
 def test_a_resumed_run_reads_back_what_it_wrote_and_grades_a_grader_error_again(tmp_path: Path) -> None:

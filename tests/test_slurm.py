@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -302,10 +303,17 @@ def test_a_shard_that_never_ended_is_named_and_its_rerun_grades_only_what_is_mis
 # ---- the comparison --------------------------------------------------------------------------------------------
 
 
+# A grading's own temporary course root, which a rank's traceback in the notes names (the kernel's cell files live in
+# its scratch folder): a new name in every run, on Slurm or not
+TEMPORARY_ROOT = re.compile(r"/\S*/grade-class-[^/\s]+/grade-[^/\s]+/")
+
+
 def _rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
-    """A grades CSV's rows by (assignment, student), without the seconds each submission took."""
+    """A grades CSV's rows by (assignment, student), without the seconds each submission took, and with the grading's
+    temporary folder in its notes written as <root>/."""
     with path.open(newline="") as f:
-        return {(r["assignment"], r.get("student") or r["student_id"]): {k: v for k, v in r.items() if k != "seconds"}
+        return {(r["assignment"], r.get("student") or r["student_id"]):
+                {k: TEMPORARY_ROOT.sub("<root>/", v) for k, v in r.items() if k != "seconds"}
                 for r in csv.DictReader(f)}
 
 

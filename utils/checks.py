@@ -7,18 +7,22 @@
     problems = refusals(broadcast, {"src=-1": {"tensor": t, "src": -1}}, f"rank {rank}")  # [] if it raised
 
     assert slowdown(floor, lookup, [(10_000 + i,) for i in range(700)]) < SEARCH  # a derived count, not a simulation
+
+    with oracles_refused(globals(), ["simulated_bytes"], "Exercise 10.1"):  # the oracle raises while the answer runs
+        answers = [formula(*case) for case in CASES]
 """
 
 from __future__ import annotations
 
 import numbers
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
 from fractions import Fraction
 from time import perf_counter  # bound now: a submission that patches time.perf_counter later cannot stop the clock
 from typing import Any
 
-__all__ = ["SEARCH", "exact_operations", "raises_value_error", "refusals", "slowdown"]
+__all__ = ["SEARCH", "exact_operations", "oracles_refused", "raises_value_error", "refusals", "slowdown"]
 
 # The one rule of the derivation exercises' time budgets: slowdown(fn, exact_operations, cases) < SEARCH. The
 # reference, exact_operations, costs what a closed form of the same arguments costs written in exact fractions (the
@@ -112,6 +116,33 @@ def _cpu_bounded(fn: Callable[..., Any], args: Sequence[Any], seconds: float) ->
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
             signal.signal(signal.SIGVTALRM, previous)
     return perf_counter() - start
+
+
+@contextmanager
+def oracles_refused(namespace: MutableMapping[str, Any], names: Sequence[str], exercise: str) -> Iterator[None]:
+    """Within the block, each of `names` in `namespace` (a notebook's globals) raises RuntimeError if called; after it,
+    each is restored, whatever the block raised. A derivation's test runs the student's answer so: an answer that
+    calls the oracle it is checked against fails, with a message that names the exercise.
+
+    >>> space = {"oracle": abs}
+    >>> with oracles_refused(space, ["oracle"], "Exercise 0.0"):
+    ...     raises_value_error(space["oracle"], -1)
+    'RuntimeError: Exercise 0.0 called oracle: the exercise asks for it written as a formula'
+    >>> space["oracle"](-1)
+    1
+    """
+    kept = {name: namespace[name] for name in names}
+
+    def refused(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"{exercise} called {name}: the exercise asks for it written as a formula")
+        return call
+
+    namespace.update({name: refused(name) for name in names})
+    try:
+        yield
+    finally:
+        namespace.update(kept)
 
 
 def slowdown(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence[Sequence[Any]], *,
