@@ -20,10 +20,11 @@ from pathlib import Path
 from nbplumbing.adapter import REPO_ROOT, NbgraderRun, PipelineError, assignment_names, run_nbgrader
 
 # Our step -> (nbgrader command, its options). --force: a lab released again (a fix) replaces the one in the
-# exchange; --update: a student's newer submission replaces the one collected before; classroom/collect.py's collect
+# exchange, each notebook's first cell saying what a class's student does (ClassRelease); --update: a student's newer submission replaces the one collected before; classroom/collect.py's collect
 # takes only what each student submitted as themselves, and no link.
 STEPS = {
-    "release-lab": ("release_assignment", ("--force",)),
+    "release-lab": ("release_assignment", ("--force", "--ExchangeFactory.release_assignment="
+                                                       "classroom.hub.exchange.ClassRelease")),
     "collect": ("collect", ("--update", "--ExchangeFactory.collect=classroom.collect.CheckedCollect")),
     "return-feedback": ("release_feedback", ()),
 }

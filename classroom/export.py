@@ -54,6 +54,12 @@ STUDENT_BANNER = """\
 *Your copy of this lab: solve the exercises in the cells marked `YOUR CODE HERE` and run the notebook from the top.
 The *Validate* button (or `make test LAB={lab}` in a terminal, in the folder above `course/`) runs the visible tests;
 your instructor grades with more tests than the ones you see.*"""
+# The same cell in a notebook that a class fetches from nbgrader's exchange (classroom/hub/exchange.py's ClassRelease):
+# the student holds that notebook alone, no Makefile.
+CLASS_BANNER = """\
+*Your copy of this lab: solve the exercises in the cells marked `YOUR CODE HERE` and run the notebook from the top.
+The *Validate* button runs the visible tests; submit from the *Assignments* tab. Your instructor grades with more
+tests than the ones you see.*"""
 # What must never reach students: nbgrader's markers of answers and hidden tests, and the instructor's folders.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 INSTRUCTOR_PATHS = ("solutions", "autograder", "benchmark", "classroom", "tests/corpus", "tests/labs", "submitted",
@@ -86,8 +92,9 @@ def export(out: Path, root: Path = REPO_ROOT) -> Path:
     return out
 
 
-def student_notebook(text: str, lab: str) -> str:
-    """A released notebook's text with its first cell, the release's banner, saying what a student does instead.
+def student_notebook(text: str, lab: str, banner: str = STUDENT_BANNER) -> str:
+    """A released notebook's text with its first cell, the release's banner, saying what a student does instead
+    (`banner`: the student edition's, or CLASS_BANNER).
 
     The rest is kept byte for byte: nbgrader writes notebooks as json.dumps(..., indent=1, ensure_ascii=False) does.
 
@@ -98,7 +105,7 @@ def student_notebook(text: str, lab: str) -> str:
     first = notebook["cells"][0] if notebook["cells"] else {}
     if first.get("id") != BANNER_ID:
         raise PipelineError(f"lab {lab}: the released notebook does not start with the banner cell {BANNER_ID!r}")
-    lines = STUDENT_BANNER.format(lab=lab).split("\n")
+    lines = banner.format(lab=lab).split("\n")
     first["source"] = [line + "\n" for line in lines[:-1]] + lines[-1:]
     return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
 

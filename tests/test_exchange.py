@@ -23,6 +23,7 @@ from traitlets.config import Config
 
 from autograder.__main__ import main as autograder_main
 from classroom.__main__ import main as classroom_main
+from classroom.export import CLASS_BANNER
 from nbplumbing import adapter
 from tests import corpus
 from tests.common import ASSIGNMENTS, ROOT, notebook, own_lines, page_text, secret_lines, text_lines
@@ -72,6 +73,7 @@ def trip(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert classroom_main(["release-lab", LAB, *where]) == 0
     student_step("FetchAssignment", home, exchange)
     [fetched] = sorted((home / LAB).glob("*.ipynb"))
+    banner = "".join(notebook(fetched)["cells"][0]["source"])
     solved = write_case(tmp / "solved", LAB, case)  # the student's work, written over the fetched notebook
     shutil.copy(solved, fetched)
     student_step("Submit", home, exchange)
@@ -79,7 +81,13 @@ def trip(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert autograder_main(["autograde", "--root", str(root), "--workers", "1", "--fast"]) == 0
     assert classroom_main(["return-feedback", LAB, *where]) == 0
     student_step("FetchFeedback", home, exchange)
-    return {"root": root, "home": home, "case": case, "notebook": fetched.stem}
+    return {"root": root, "home": home, "case": case, "notebook": fetched.stem, "banner": banner}
+
+
+def test_the_fetched_notebook_says_what_a_student_does(trip: dict) -> None:
+    """Its first cell is the class's banner, not course/'s, which names `make release` and solutions/."""
+    assert trip["banner"] == CLASS_BANNER, trip["banner"]
+    assert "solutions/" not in trip["banner"] and "make release" not in trip["banner"]
 
 
 def test_student_holds_feedback_with_the_right_score(trip: dict) -> None:

@@ -75,7 +75,21 @@ class Submit(RootOwnedExchange, ExchangeSubmit):
         os.chmod(os.path.join(self.inbound_path, self.assignment_filename), 0o755)
 
 
-class ReleaseAssignment(RootOwnedExchange, ExchangeReleaseAssignment):
+class ClassRelease(ExchangeReleaseAssignment):
+    """nbgrader's release, each notebook's first cell saying what a student of a class does (classroom.export's
+    CLASS_BANNER) instead of course/'s "make release writes this copy from solutions/", which a student who fetched
+    the lab does not have. `make release-lab` uses it as it is, the hub with the exchange's own modes."""
+
+    def do_copy(self, src: str, dest: str, log: object = None) -> None:
+        super().do_copy(src, dest, log)
+        # the instructor's side only (students' servers never release): the import stays out of theirs
+        from classroom.export import CLASS_BANNER, student_notebook
+
+        for path in Path(dest).glob("*.ipynb"):
+            path.write_text(student_notebook(path.read_text(), self.coursedir.assignment_id[:2], CLASS_BANNER))
+
+
+class ReleaseAssignment(RootOwnedExchange, ClassRelease):
     """Release without nbgrader's chmod of the root to 0777 (the course's folders are make_exchange's)."""
 
 
