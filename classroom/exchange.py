@@ -20,8 +20,9 @@ from pathlib import Path
 from nbplumbing.adapter import REPO_ROOT, NbgraderRun, PipelineError, assignment_names, run_nbgrader
 
 # Our step -> (nbgrader command, its options). --force: a lab released again (a fix) replaces the one in the
-# exchange, each notebook's first cell saying what a class's student does (ClassRelease); --update: a student's newer submission replaces the one collected before; classroom/collect.py's collect
-# takes only what each student submitted as themselves, and no link.
+# exchange, each notebook's first cell saying what a class's student does (ClassRelease); --update: a student's newer
+# submission replaces the one collected before; classroom/collect.py's collect takes only what each student
+# submitted as themselves, and no link.
 STEPS = {
     "release-lab": ("release_assignment", ("--force", "--ExchangeFactory.release_assignment="
                                                        "classroom.hub.exchange.ClassRelease")),
