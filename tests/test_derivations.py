@@ -6,10 +6,13 @@ The student edition must hold none of them: the release of its lab (every cell, 
 test cells too: their comments, messages and expected outputs are read as closely as the prose), the student README,
 the edition's template files and utils/. An entry's `sentences` catch a statement in any word order: all of a
 sentence's fragments in one sentence of a text (a sentence ends at . ; : ? ! followed by a space or a line's end, or at
-a blank line; a comment's leading # is dropped first). Each entry must also describe its answer, so that the scan
-could fail: the solution region computes one of the forms, and the exercise's hidden tests state each value.
+a blank line; a comment's leading # is dropped first). An entry's `quoted` values are the answer at the notebook's own
+examples (a paper's model, a real machine), which an expected output beside the exercise must not print either. Each
+entry must also describe its answer, so that the scan could fail: the solution region computes one of the forms, the
+exercise's hidden tests state each value, and an instructor cell of the solution each quoted value.
 
-Forms are compared after `normal`: no whitespace, no LaTeX backslashes, braces or dollar signs, lower case. So
+Forms are compared after `normal` and `unstarred`: no whitespace, no LaTeX backslashes, braces, dollar signs or
+multiplication signs, lower case. So
 `$K^* = \\sqrt{C/\\alpha}$`, `\\sqrt{C / \\alpha}` and `sqrt(C / alpha)` all contain `sqrtc/alpha` or
 `sqrt(c/alpha)`. Values are compared as numbers rounded to 3 significant figures, `f"{value:.3g}"`: every number of a
 text counts, written as 407350296576, 407,350,296,576, 4.07e11, 4.07 \\times 10^{11} or 10^{11}.
@@ -92,14 +95,28 @@ def sentences(text: str) -> list[str]:
     return [normal(piece) for piece in pieces if normal(piece)]
 
 
+def unstarred(text: str) -> str:
+    """`text` without multiplication signs, so that a product reads alike either way.
+
+    >>> unstarred(normal("at least 2 * (N - 1) * M bytes")) == unstarred(normal("at least $2(N-1)M$ bytes"))
+    True
+    """
+    return text.replace("*", "")
+
+
 def printed(derivation: Derivation, texts: dict[str, str]) -> list[str]:
-    """Where the texts print one of the derivation's forms, sentences or values: 'where: what' for each."""
+    """Where the texts print one of the derivation's forms, sentences, values or quoted values: 'where: what' for each.
+
+    Forms and sentences are compared `unstarred`: 2 * (N - 1) * M is found where 2(N-1)M is listed, and the reverse.
+    """
     found = []
     for where, text in texts.items():
-        found += [f"{where}: {form!r}" for form in derivation.forms if form in normal(text)]
+        found += [f"{where}: {form!r}" for form in derivation.forms if unstarred(form) in unstarred(normal(text))]
         found += [f"{where}: {' ... '.join(fragments)!r} in one sentence" for fragments in derivation.sentences
-                  if any(all(f in sentence for f in fragments) for sentence in sentences(text))]
-        found += [f"{where}: the value {value}" for value in sorted(set(derivation.values) & three_figures(text))]
+                  if any(all(unstarred(f) in unstarred(sentence) for f in fragments) for sentence in sentences(text))]
+        numbers = three_figures(text)
+        found += [f"{where}: the value {value}" for value in sorted(set(derivation.values) & numbers)]
+        found += [f"{where}: the example's value {value}" for value in sorted(set(derivation.quoted) & numbers)]
     return found
 
 
@@ -140,6 +157,16 @@ def test_the_values_are_the_hidden_tests(derivation: Derivation) -> None:
     assert len(set(derivation.values)) == 3, f"{derivation.grade_id}: {derivation.values} are not three values"
     missing = [value for value in derivation.values if value not in hidden]
     assert not missing, f"{derivation.grade_id}: the hidden tests of its test cell state no value {missing}"
+
+
+@pytest.mark.parametrize("derivation", [p for p in derivation_params() if p.values[0].quoted])
+def test_the_quoted_values_are_checked_in_the_solution(derivation: Derivation) -> None:
+    """Each quoted value is the answer's at an example of the notebook: an instructor cell of the solution states it."""
+    nb = notebook(solution_notebook(derivation.assignment))
+    stated = set().union(*(three_figures("".join(cell["source"])) for cell in nb["cells"]
+                           if "instructor" in cell["metadata"].get("tags", [])))
+    missing = [value for value in derivation.quoted if value not in stated]
+    assert not missing, f"{derivation.grade_id}: no instructor cell of the solution states the quoted values {missing}"
 
 
 @pytest.mark.parametrize("assignment", lab_params(sorted({d.assignment for d in DERIVATIONS})))

@@ -35,6 +35,10 @@ class Derivation:
     # Statements of the answer in any word order: each a tuple of fragments (written as `normal` leaves them) that,
     # all found in one sentence, give it away ("per unit", "two all-gathers", "one reduce-scatter")
     sentences: tuple[tuple[str, ...], ...] = ()
+    # Its values at the points of the notebook's own examples (a paper's model, a real machine), as a text rounds them
+    # (three_figures of "31.4 GB" is "31.4"): printed beside the exercise, they are a table to fit. An instructor cell
+    # of the solution checks each.
+    quoted: tuple[str, ...] = ()
 
 
 def lab_marker(assignment: str) -> str:

@@ -9,7 +9,14 @@ DERIVATIONS: list[Derivation] = [
     Derivation("01_collectives", "minimum_traffic", (
         "n*(n-1)", "n(n-1)", "n*(n-1)*piece_bytes", "n*(n-1)*m", "n(n-1)m", "(n-1)*piece_bytes",
         "(int(n)-1)*piece_bytes", "n(n-1)pieces", "n*(n-1)pieces", "lessthan2(n-1)m", "2(n-1)moverallranks",
-        "bound3:2(n-1)m"),
+        "bound3:2(n-1)m",
+        # the direct algorithms' costs, which equal the rooted and all-to-all floors ("the root sends N - 1 messages,
+        # (N-1)M bytes", "(N - 1) * M bytes" in a docstring, "(N-1) \frac{M}{N} bytes per rank", section 6's
+        # "(N-1) m_p" and "M + (N-2) m_p", "(N-1)/N each, 2(N-1)/N together", rank 0's "N-1 times the tensor"), and
+        # the same in code ("(world - 1) * m", "2 * (world - 1) / world"). (Not listed: "(N-1)/N" alone, the ring's
+        # bytes per rank, which utils/collective_calls.py and lab 02 state as their own model.)
+        "(n-1)m", "(n-1)/neach", "2(n-1)/ntogether", "derived2(n-1)/n", "(n-1),fracmn", "(n-1)fracmn", "fracn-1n",
+        "frac2(n-1)n", "(n-2)m", "n-1timesthetensor", "n-1onrank0", "(world-1)*m", "(world-1)/world"),
         ("4.07e+11", "1.23e+12", "6.27e+16"),
         # the all-reduce's floor stated where the exercise asks for it ("all ranks together send at least 2(N-1)M
         # bytes", "2(N-1)M, the minimum of bound 3", "section 5 derived ... 2(N-1)M")
