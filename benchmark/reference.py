@@ -27,6 +27,23 @@ while segment k + 1 is added. Gloo's segments are 1 MiB; ours are up to SEGMENT_
 every message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured),
 against the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring / built-in busbw,
 median over 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to six runs each).
+
+At N = 2 each phase is one step, so what no other segment hides is a larger share: the first segment's transfer
+(nothing to add yet) and the last one's all-gather (nothing left to add). With chunks of one or two 4 MiB segments
+(tensors of 4 to 16 MB) that fill and drain are half the phase or all of it. So at N = 2 `segment_for` cuts every chunk
+into at least PIECES_AT_TWO = 4 segments, none below 1 MiB (Gloo's size): 4 MB in 2 pieces per chunk, 8 MB and
+up in 4 or more (Gloo cuts every chunk in at least 2). Not at N >= 3: there a segment goes on across 2(N - 1) steps,
+and with more ranks than cores each extra message costs CPU that the ranks share.
+
+Measured with the bench's own method, N = 2, both rings in the same runs (six runs, the ranks at real-time priority,
+`chrt -r 1`, so that the other jobs on the 2 shared cores wait), ring / built-in busbw at 4, 8, 16, 32, 64 MB. The
+machine switched between two states in which the built-in took 26-28 ms or 55-56 ms at 64 MB (the ring 33-36 or
+43-45 ms). In the fast state: 4 MiB segments 0.84-0.87, 0.73-0.77, 0.78-0.82, 0.78-0.81, 0.76-0.77; these segments
+0.82-0.87, 0.80-0.86, 0.83-0.84, 0.74-0.80, 0.77-0.78. In the slow state: 4 MiB segments 0.73-0.76, 0.81-0.85,
+0.98-1.09, 1.10-1.28, 1.23-1.29; these segments 0.83-0.84, 1.05-1.08, 1.16-1.23, 1.19-1.29, 1.24-1.26. So the
+smaller segments gain at 4-16 MB and change nothing above; in the fast state the built-in stays ahead at every size
+(its CPU per call is lower: in a `perf` profile at 64 MB the ring's I/O thread spent 57 % more samples copying the
+same received bytes, which land in a buffer as large as a chunk, 32 MiB, that the cache does not hold).
 """
 
 from __future__ import annotations
@@ -45,9 +62,12 @@ from torch import nn
 from nbplumbing.cells import meta, parse_cell, source
 from utils.memory import scratch
 
-__all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "preload", "ring_all_reduce", "tree_all_reduce"]
+__all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "preload", "ring_all_reduce", "segment_for",
+           "tree_all_reduce"]
 
 SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
+PIECES_AT_TWO = 4  # at N = 2, segments per chunk at least (the pipeline's fill and drain: see above)
+MIN_SEGMENT_BYTES = 1 << 20  # ... but none smaller than Gloo's own segments
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 LAB02_SOLUTION = SOLUTIONS / "02_ring_allreduce" / "ring_allreduce.ipynb"
 LAB04_SOLUTION = SOLUTIONS / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
@@ -92,14 +112,33 @@ def preload() -> None:
     bucketed_ddp()
 
 
+def segment_for(numel: int, element_size: int, world: int) -> int:
+    """The largest message, in bytes, of the benchmark's ring for a tensor of `numel` elements on `world` ranks.
+
+    SEGMENT_BYTES; at N = 2 less, so that every chunk goes in at least PIECES_AT_TWO segments, but not below
+    MIN_SEGMENT_BYTES (never above SEGMENT_BYTES). A 4 MB float32 tensor on 2 ranks: chunks of 2 MiB in 1 MiB
+    segments; 64 MB: chunks of 32 MiB in 4 MiB segments.
+
+    >>> [segment_for(n << 20, 4, 2) >> 10 for n in (1, 2, 4, 8, 16)]  # KiB, for tensors of 4, 8, 16, 32, 64 MB
+    [1024, 1024, 2048, 4096, 4096]
+    >>> segment_for(4 << 20, 4, 3) >> 10, segment_for(1000, 8, 2) >> 10
+    (4096, 1024)
+    """
+    if world != 2:
+        return SEGMENT_BYTES
+    chunk = -(-numel // world) * element_size  # the longest chunk's bytes
+    return min(SEGMENT_BYTES, max(MIN_SEGMENT_BYTES, -(-chunk // PIECES_AT_TWO)))
+
+
 def ring_all_reduce(tensor: torch.Tensor) -> None:
-    """Sum `tensor` over all ranks, in place, with lab 02's pipelined ring, in segments of at most SEGMENT_BYTES.
+    """Sum `tensor` over all ranks, in place, with lab 02's pipelined ring, in segments of segment_for(...) bytes.
 
     Every rank calls it with a contiguous tensor of the same shape and dtype; any length, also shorter than
     the world size. Per rank it sends 2(N-1) chunks of about numel/N elements, each cut into equal segments.
     Example, N = 3: tensor = [r, r] on rank r -> [3, 3] on every rank.
     """
-    _lab02("pipelined_ring_all_reduce")(tensor, SEGMENT_BYTES)  # read at each call: a benchmark may change it
+    segment = segment_for(tensor.numel(), tensor.element_size(), dist.get_world_size())
+    _lab02("pipelined_ring_all_reduce")(tensor, segment)  # read at each call: a benchmark may change SEGMENT_BYTES
 
 
 def tree_all_reduce(tensor: torch.Tensor) -> None:

@@ -4,7 +4,7 @@
   float32/float64/int64, lengths shorter than N and not divisible by N, with the default segments and with tiny
   ones (many segments per chunk), using only point-to-point messages;
 - the ring's traffic per rank is exactly a ring's: 2(N-1) chunks sent to the right, 2(N-1) received from the left
-  (segments add messages, never bytes);
+  (segments add messages, never bytes), in segments of segment_for's size (smaller at N = 2);
 - `python -m benchmark.bench --quick` writes a CSV with the documented columns and a PNG, and its rows add up;
   the table takes the slowest rank per repetition and pairs repetitions for the ratio;
 - its DDP section (benchmark/bench_ddp.py) writes ddp.csv for N = 2, with lab 04's reference BucketedDDP (read from
@@ -98,6 +98,20 @@ def test_ring_traffic_is_exactly_two_n_minus_one_chunks_per_rank(world: int, len
         if segment_bytes == 1 << 20:  # chunks below a segment: one message per non-empty chunk and step
             assert len(sent) == len(received) == 2 * (world - 1)
         assert all(0 < m.nbytes <= max(segment_bytes, 8) for m in sent + received)
+
+
+def _sends(numel: int) -> list[int]:
+    tensor = torch.ones(numel)  # float32
+    with Ledger() as ledger:
+        reference.ring_all_reduce(tensor)
+    return [m.nbytes for m in ledger.messages if m.kind == "send"]
+
+
+def test_the_ring_cuts_chunks_into_pieces_of_segment_for_at_two_ranks_only() -> None:
+    """A 4 MiB tensor: at N = 2 its chunks of 2 MiB go in two 1 MiB segments (segment_for), so 4 sends per rank; at
+    N = 4 its chunks of 1 MiB go whole, one send per step (6)."""
+    assert launch(_sends, 2, 1 << 20, timeout=60) == [[1 << 20] * 4] * 2
+    assert launch(_sends, 4, 1 << 20, timeout=60) == [[1 << 20] * 6] * 4
 
 
 def test_quick_benchmark_writes_a_consistent_csv_and_a_png(tmp_path: Path) -> None:
