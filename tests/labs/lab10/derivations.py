@@ -22,4 +22,16 @@ DERIVATIONS: list[Derivation] = [
         "m*n-(m+n)*", "mn-(m+n)r", "mn-r(m+n)", "m*n-r*(m+n)", "seconds_per_element*m*n+2*(world_size-1)*alpha",
         "cmn+2(n-1)alpha", "c*m*n+2*(n-1)*alpha", "cmn+2alpha(n-1)"),
         ("5.79e+10", "2.63e+09", "2.16e+10")),
+    # 10.9: random-k (k of d, scaled by d / k) adds E|C(x) - x|^2 = (d/k - 1) |x|^2. Hidden points: 2.14e+07
+    # (|x|^2 = 0.75, d = 123456789012, k = 4321), 3.21e+09 (2.5, 1e15, 777777), 2.57e+11 (13, 98765432109, 5).
+    Derivation("10_gradient_compression", "random_k_variance", (
+        "d/k-1", "(d-k)/k", "fracdk-1", "fracd-kk", "n/k-1", "(n-k)/k", "fracnk-1", "fracn-kk", "*d/k-x_norm_sq"),
+        ("2.14e+07", "3.21e+09", "2.57e+11")),
+    # 10.10: error feedback's residual under a delta-contractive compressor and |g| <= G is at most
+    # G sqrt(1-delta) / (1 - sqrt(1-delta)), the limit of r_{t+1} = sqrt(1-delta) (G + r_t). Hidden points: 5.13e+07
+    # (delta 3e-8, G 0.77), 1.04e+08 (2.5e-7, 13), 8.5e+05 (4e-6, 1.7).
+    Derivation("10_gradient_compression", "residual_bound", (
+        "/(1-shrink)", "sqrt(1-delta)/(1-sqrt(1-delta))", "fracsqrt1-delta1-sqrt1-delta", "1-sqrt(1-delta)",
+        "1-sqrt1-delta", "1-math.sqrt(1-delta)", "q/(1-q)", "fracq1-q", "/delta*(1+sqrt", "2sqrt1-deltadelta"),
+        ("5.13e+07", "1.04e+08", "8.5e+05")),
 ]
