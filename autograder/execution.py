@@ -66,8 +66,9 @@ NOT_REACHED = "not reached"
 # At each test cell's start (its own pre_run_cell hook, the first) and at its marker, the kernel's state is compared
 # with the state captured at install (SHELL_PARTS, the event callbacks, sys's hooks, the trace and profile functions
 # of every thread, the module attributes of torch, numpy, math and utils that the tests call, the names of the
-# marker and the seal), and with no thread of the submission's alive; a tracer armed during the cell (sys.settrace
-# is replaced by a wrapper that notes it) counts too, even one that removed itself before the marker. Any
+# marker and the seal), and with no thread of the submission's alive; a tracer or a profiler armed during the cell
+# (sys.settrace and sys.setprofile, through which threading's and bdb's go too, are replaced by wrappers that note
+# it) counts too, even one that removed itself before the marker. Any
 # difference seals the cell "hooked". After a test cell, its source leaves IPython's cache and sys.last_traceback.
 RECORDER = '''
 def _install(key):
@@ -76,16 +77,18 @@ def _install(key):
     shell = get_ipython()
     kernel, cache, sha, getframe, frames = shell.kernel, linecache.cache, hashlib.sha256, sys._getframe, \\
         sys._current_frames
-    gettrace, getprofile, settrace, names = sys.gettrace, sys.getprofile, sys.settrace, shell.compile._filename_map
+    gettrace, getprofile, names = sys.gettrace, sys.getprofile, shell.compile._filename_map
     cache.pop(getframe().f_code.co_filename, None)  # this cell's source holds the key
     names.pop(getframe().f_code.co_filename, None)
     missing, record, noted, modules = object(), {}, {"traced": False}, {}
     torch_files = torch.__file__.rsplit("/", 1)[0] + "/"
 
-    def traced_settrace(function):
-        if function is not None:
-            noted["traced"] = True
-        return settrace(function)
+    def noting(install):  # sys.settrace or sys.setprofile, noting that a function was armed
+        def armed(function):
+            if function is not None:
+                noted["traced"] = True
+            return install(function)
+        return armed
 
     def attributes(module):
         return {k: v for k, v in vars(module).items() if callable(v) or isinstance(v, types.ModuleType)}
@@ -116,7 +119,7 @@ def _install(key):
             (function.__module__ or "").split(".")[0] in LIBRARIES
 
     def hooks():
-        parts = [*tracing(), threading._trace_hook, threading._profile_hook, sys.settrace,
+        parts = [*tracing(), threading._trace_hook, threading._profile_hook, sys.settrace, sys.setprofile,
                  sys.displayhook, sys.excepthook, shell.user_global_ns.get("__builtins__"), shell.events,
                  vars(builtins).get(END, missing), vars(builtins).get(SEAL, missing),
                  END in shell.user_ns or SEAL in shell.user_ns or END in shell.user_global_ns or
@@ -163,7 +166,7 @@ def _install(key):
             return NOT_REACHED
         return sha(f"{secret}:{key}:{mark[1]}:{mark[2]}".encode()).hexdigest()
 
-    sys.settrace = traced_settrace
+    sys.settrace, sys.setprofile = noting(sys.settrace), noting(sys.setprofile)
     watch(torch, torch.Tensor, numpy, math, sys, builtins)
     setattr(builtins, END, end)
     setattr(builtins, SEAL, seal)

@@ -9,7 +9,8 @@ What nbgrader 0.9.6 offers, and what it lacks:
   the failing one. nbgrader's only traceback option, `LimitOutput.max_traceback`, runs during autograding (the
   instructor's copy would lose the tracebacks too) and keeps the first frames, which are the test cell's own.
   `TestErrorsOnly` below cuts a test cell's traceback down to its last line, `AssertionError: <message>` (or a
-  `RankHangError` saying which rank waited where): what the student needs, and no test code.
+  `RankHangError` saying which rank waited where): what the student needs, and no test code; and a failure of a
+  hidden region down to "a hidden check of exercise N.k failed" (its message is the instructor's).
 
 The student's own cells keep their whole traceback: it quotes only code the student wrote or was given.
 Hidden regions are cleared from the test cells only (`ClearHiddenTestsOfTests`): nbgrader's ClearHiddenTests reads
@@ -28,7 +29,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 
-from autograder.scrub import ANSWERS_VARIABLE, scrub
+from autograder.scrub import ANSWERS_VARIABLE, as_told, scrub
 
 KEPT_DATA = ("text/plain", "image/png", "image/jpeg")  # what ScrubOutputs keeps of a rich output
 
@@ -36,15 +37,26 @@ KEPT_DATA = ("text/plain", "image/png", "image/jpeg")  # what ScrubOutputs keeps
 class TestErrorsOnly(NbGraderPreprocessor):
     """In every test cell (a grade cell that is not a solution), keep of each error only `ename: evalue`, and
     nothing else: what a test cell printed (its launches' ranks, a hook of the submission's, a warning that quotes
-    its line) says how the test is built, and the instructor's copy keeps it."""
+    its line) says how the test is built, and the instructor's copy keeps it. An error of a hidden region says only
+    "a hidden check of exercise N.k failed" (autograder/scrub.py's in_sight decides, from the cell's own source and
+    the error's traceback): its message names the hidden case, and often the expected value.
+
+    It reads the hidden regions, so it runs before ClearHiddenTestsOfTests removes them (nbgrader_config.py).
+    """
 
     def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict,
                         cell_index: int) -> tuple[NotebookNode, ResourcesDict]:
         if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
-            cell.outputs = [output for output in cell.get("outputs", []) if output.output_type == "error"]
-            for output in cell.outputs:
-                output.traceback = [f"{output.ename}: {output.evalue}"]
+            cell.outputs = [said_to_student(output, cell.source, cell.metadata.nbgrader.get("grade_id", "?"))
+                            for output in cell.get("outputs", []) if output.output_type == "error"]
         return cell, resources
+
+
+def said_to_student(error: NotebookNode, source: str, grade_id: str) -> NotebookNode:
+    """An error output of a test cell as its feedback shows it: one line, `ename: evalue` as autograder/scrub.py's
+    as_told words it."""
+    ename, evalue = as_told(error, source, grade_id)
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
 class ClearHiddenTestsOfTests(ClearHiddenTests):

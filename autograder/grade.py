@@ -27,7 +27,7 @@ from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, RE
 from autograder.flags import find_flags
 from autograder.sandbox import DEFAULT_LIMITS, JUPYTER_FOLDER, MIN_LANDLOCK_ABI, Box, Limits, jupyter_env, landlock
 from autograder.sandbox.confine import confined
-from autograder.scrub import ANSWERS_VARIABLE, assignment_answers, scrub
+from autograder.scrub import ANSWERS_VARIABLE, HIDDEN_CHECK, as_told, assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
 from nbplumbing.adapter import (
     REPO_ROOT,
@@ -39,7 +39,7 @@ from nbplumbing.adapter import (
     read_score,
     run_nbgrader,
 )
-from nbplumbing.cells import meta
+from nbplumbing.cells import meta, source
 from utils.timeouts import check_grading_limits
 
 # What nbgrader's exchange puts beside a submitted notebook: when it was submitted (late penalties) and the secret
@@ -98,7 +98,8 @@ class Result:
     max_score: float = 0.0
     seconds: float = 0.0
     tampered: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said to the student (the report page) and put in the CSV
+    withheld: list[str] = field(default_factory=list)  # for the instructor only (the CSV): each hidden check's failure
     flagged: list[str] = field(default_factory=list)  # for an instructor to review (autograder/flags.py, not run)
     root: Path | None = None  # the worker's course root (removed once merged)
     tag: str = ""  # the tag of its processes (nbplumbing.processes)
@@ -305,7 +306,8 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         feedback = make_feedback(root, answers, entry.assignment, f"--student={entry.student}", check=False,
                                  timeout=max(1.0, timeout - (time.monotonic() - start)))
         (root / "nbgrader.log").write_text(run.log + feedback.log)
-        result.notes += failed_tests(graded)
+        told, result.withheld = failed_tests(graded)
+        result.notes += told
         # failed_tests says each of these too: "NotRunAsWritten: ..."
         result.flagged += [f"{cell} did not run to its end as written ({why})" for cell, why in said[NOT_RUN_KEY]]
         result.flagged += [f"{cell} showed a result or a display ({what}): not counted, a test's verdict is its "
@@ -319,6 +321,7 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
     finally:
         result.seconds = time.monotonic() - start
         result.notes = [scrub(note, lines) for note in result.notes]
+        result.withheld = [scrub(note, lines) for note in result.withheld]
 
 
 def make_feedback(root: Path, answers: Path, *args: str, timeout: float | None = None,
@@ -384,6 +387,7 @@ def _zero_untrusted(root: Path, entry: Entry, untrusted: dict[str, list[str]], r
 
 
 STDERR = "wrote to stderr"  # a test cell that does scores 0 in nbgrader
+WITHHELD_LINES = 40  # of a hidden check's message in the instructor's notes (a visible one's: 8 in the student's)
 
 
 def cell_errors(cell: dict) -> list[str]:
@@ -394,17 +398,31 @@ def cell_errors(cell: dict) -> list[str]:
                      if o["output_type"] == "stream" and o["name"] == "stderr"]
 
 
-def failed_tests(folder: Path) -> list[str]:
-    """One line per test cell of the autograded notebooks in `folder` that failed: name, points, the error."""
-    lines = []
+def failed_tests(folder: Path) -> tuple[list[str], list[str]]:
+    """The test cells of the autograded notebooks in `folder` that failed: (one line each for the student: name,
+    points, the error as autograder/scrub.py's as_told words it, as the feedback page does; one line each for the
+    instructor of what a failure in a hidden region said, which the student's line replaces by "a hidden check of
+    exercise N.k failed").
+    """
+    told, withheld = [], []
     for path in sorted(folder.glob("*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:
             info = meta(cell)
-            if info.get("grade") and cell["cell_type"] == "code" and (errors := cell_errors(cell)):
-                # what a test cell wrote to stderr stays in the instructor's copy, like the rest of its output
-                text = STDERR if errors[0].startswith(STDERR) else "\n".join(errors[0].splitlines()[:8])
-                lines.append(f"{info['grade_id']} ({info.get('points', 0):g} points) failed: {text}")
-    return lines
+            if not (info.get("grade") and cell["cell_type"] == "code" and (errors := cell_errors(cell))):
+                continue
+            line = f"{info['grade_id']} ({info.get('points', 0):g} points) failed: "
+            if errors[0].startswith(STDERR):  # what it wrote stays in the instructor's copy, like all its output
+                told.append(line + STDERR)
+                continue
+            error = next(o for o in cell["outputs"] if o["output_type"] == "error")
+            ename, evalue = as_told(error, source(cell), info["grade_id"])
+            if ename == HIDDEN_CHECK:  # the instructor's line keeps the whole message (a rank's runs past 8 lines)
+                told.append(line + evalue)
+                whole = "\n".join(errors[0].splitlines()[:WITHHELD_LINES])
+                withheld.append(line + f"(a hidden check, not shown to the student) {whole}")
+            else:
+                told.append(line + "\n".join(f"{ename}: {evalue}".strip().splitlines()[:8]))
+    return told, withheld
 
 
 def _max_score(template: Path, assignment: str) -> float:

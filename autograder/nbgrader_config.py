@@ -89,9 +89,10 @@ c.IncludeHeaderFooter.header = str(TEMPLATE / "release_header.ipynb")
 c.ClearOutput.remove_metadata_fields = {"collapsed", "scrolled", "execution", "ExecuteTime"}
 
 # ---- feedback: no hidden test in what students get back ---------------------------------------------------
-# nbgrader's feedback preprocessors, then its own ClearHiddenTests (what generate_assignment uses; here on test
-# cells only), the course's TestErrorsOnly (a test cell's error keeps only its last line) and ScrubOutputs (no line of
-# the answers in any output, rich outputs as text): autograder/feedback.py says why.
+# nbgrader's feedback preprocessors, then the course's TestErrorsOnly (a test cell's error keeps only its last line,
+# a hidden region's failure says only which exercise: it reads the hidden regions, so it comes first), nbgrader's own
+# ClearHiddenTests (what generate_assignment uses; here on test cells only) and ScrubOutputs (no line of the answers
+# in any output, rich outputs as text): autograder/feedback.py says why.
 # nbgrader runs anywhere (a class folder, formgrader), so the course root goes on sys.path for the import.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
@@ -100,7 +101,7 @@ from nbgrader.preprocessors import GetGrades  # noqa: E402
 from autograder.execution import GuardedExecute  # noqa: E402
 from autograder.feedback import ClearHiddenTestsOfTests, ScrubOutputs, TestErrorsOnly  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTestsOfTests, TestErrorsOnly,
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, TestErrorsOnly, ClearHiddenTestsOfTests,
                                    ScrubOutputs]
 
 # ---- autograding: test cells must prove they ran as written ----------------------------------------------------

@@ -30,7 +30,8 @@ NO_PAGE = ("no feedback page could be made from the graded notebook (nbgrader's 
 
 
 def write_feedback(results: list[Result], out: Path) -> None:
-    """A short report page for every submission, beside the feedback page that its grading made (grade_one).
+    """A short report page for every submission, beside the feedback page that its grading made (grade_one): the
+    student's, so its notes and not what was withheld from them (Result.withheld, the CSV's).
 
     A graded submission without a page (nbgrader could not convert its notebook) gets the note NO_PAGE: the report
     pages are written whatever happened.
@@ -74,11 +75,12 @@ def _score_words(r: Result) -> str:
 
 
 def row_of(r: Result) -> dict[str, str]:
-    """A result as a row of grades.csv (gradebook.CSV_FIELDS); tampering and notes joined with "; "."""
+    """A result as a row of grades.csv (gradebook.CSV_FIELDS); tampering and notes joined with "; ", the notes
+    followed by what was withheld from the student (a hidden check's message: the CSV is the instructor's)."""
     score = "" if r.status == GRADER_ERROR else f"{r.score:g}"  # no score: the grading, not the work, failed
     return {"student": r.student, "assignment": r.assignment, "status": r.status, "score": score,
             "max_score": f"{r.max_score:g}", "seconds": f"{r.seconds:.0f}", "tampered": "; ".join(r.tampered),
-            "flagged": "; ".join(r.flagged), "notes": "; ".join(r.notes), "fingerprint": r.fingerprint}
+            "flagged": "; ".join(r.flagged), "notes": "; ".join([*r.notes, *r.withheld]), "fingerprint": r.fingerprint}
 
 
 def write_records(results: list[Result], out: Path) -> None:

@@ -26,9 +26,14 @@ from tests import corpus
 from tests.corpus.hostile import SANDBOX_LIMITS
 
 # The corpus runs with nbgrader's per-cell limit lowered to GRADING_CELL_TIMEOUT, so that lab 00's infinite
-# loop costs two cells of 40 s instead of two of 120 s (no cell of a solution needs 10 s with COURSE_FAST=1),
+# loop costs two cells of 50 s instead of two of 120 s (no cell of a solution needs 10 s with COURSE_FAST=1),
 # and with GRADING_TIMEOUT for a whole submission; sandboxed within SANDBOX_LIMITS (tests/corpus/hostile.py).
-GRADING_CELL_TIMEOUT = 40.0
+# A cell that hangs in a launch must hold the launch's timeout and then its hang report (the stacks, up to
+# STACK_DUMP_S, the kill, the kernel's traceback): REPORT_ROOM past lab 00's longest launch before a hang (30 s,
+# test_ping_pong's, where the hostile case hangs first). With 10 s, that report went past a 40 s limit twice
+# under a load of 20-40, where the kernel's few tenths of a second of CPU take many seconds.
+REPORT_ROOM = 20.0
+GRADING_CELL_TIMEOUT = 50.0
 GRADING_TIMEOUT = 300.0
 WORKERS = class_run.default_workers()  # one per core: a third on 2 cores gained nothing in make test (638 s, 641 s)
 PROGRESS = "progress.log"

@@ -33,6 +33,7 @@ from autograder import class_run, flags, grade, gradebook, reports, scrub
 from autograder.__main__ import main
 from nbplumbing import adapter
 from nbplumbing.adapter import PipelineError
+from nbplumbing.cells import source
 from nbplumbing.processes import RUN_VARIABLE, TAG_VARIABLE, kill_tagged, new_tag, tagged_processes
 from tests import corpus
 from tests.common import (
@@ -136,7 +137,8 @@ def test_a_tagged_process_and_its_children_are_found_and_stopped() -> None:
 @pytest.mark.parametrize("assignment", lab_params(ASSIGNMENTS))
 def test_feedback_shows_failures_but_no_hidden_test(grading: GradingRun, assignment: str) -> None:
     """Every submission's nbgrader feedback: no line of a hidden test, in the source or in a traceback; each
-    failing test cell's error message and its score are there; the solution's pages show no error at all
+    failing test cell's error message (a hidden check's: "a hidden check of exercise N.k failed", autograder/scrub.py)
+    and its score are there; the solution's pages show no error at all
     (lab 00's deliberate deadlock is caught and printed, not raised)."""
     hidden = secret_lines(assignment, HIDDEN)
     assert hidden, f"{assignment} has no hidden test lines to look for"
@@ -155,6 +157,11 @@ def test_feedback_shows_failures_but_no_hidden_test(grading: GradingRun, assignm
             for cell in nb["cells"]:
                 info = meta(cell)
                 if info.get("grade") and not info.get("solution") and (errors := grade.cell_errors(cell)):
+                    error = next((o for o in cell["outputs"] if o["output_type"] == "error"), None)
+                    told = scrub.as_told(error, source(cell), info["grade_id"]) if error else None
+                    if told and told != (error["ename"], error["evalue"]):  # a hidden check's, or the grader's
+                        assert f"{told[0]}: {told[1]}" in lines, f"{student}/{assignment}: {info['grade_id']}"
+                        continue
                     # the whole message: for a deadlock, every rank's "blocked in ..., at <line>" too
                     missing = sorted(line for line in text_lines(errors[0].removeprefix("wrote to stderr: ")) - lines
                                      if not any(secret in line for secret in solution))
@@ -488,6 +495,78 @@ def test_answer_lines_are_scrubbed_from_any_text() -> None:
     assert lines == {"return sum(sorted(values)[1:-1])", "assert trimmed_mean([1, 2, 3]) == 2"}
     text = "ok\nValueError: >>> assert trimmed_mean([1, 2, 3]) == 2 <<<\nreturn x\nprint('given in release')"
     assert scrub.scrub(text, lines) == f"ok\n{scrub.HIDDEN}\nreturn x\nprint('given in release')"
+
+
+# A test cell with a hidden region, and the tracebacks IPython writes for a failure at each of its lines (colours as
+# the kernel sends them; line 2 is visible, line 5 hidden; In[6] the cell's own label, In[3] a cell of the student's).
+TEST_CELL = ("# Exercise 0.4: the size for a share\nassert size(0.9) > 0, 'size(0.9) must be positive'\n"
+             "### BEGIN HIDDEN TESTS\n_n = size(0.25)\n"
+             "assert abs(_n - 33.3333) < 1e-3, f'size(0.25): expected 33.3333, got {_n}'\n### END HIDDEN TESTS\n")
+
+
+def traceback_at(*frames: tuple[int, int]) -> list[str]:
+    """IPython's traceback of an AssertionError through frames (cell label, line), the first the cell's own."""
+    return ["\x1b[31m------\x1b[39m", "\x1b[31mAssertionError\x1b[39m    Traceback (most recent call last)",
+            *(f"\x1b[36mCell\x1b[39m\x1b[36m \x1b[39m\x1b[32mIn[{label}]\x1b[39m\x1b[32m, line {line}\x1b[39m"
+              "\n----> code" for label, line in frames), "\x1b[31mAssertionError\x1b[39m: the message"]
+
+
+@pytest.mark.parametrize(("traceback", "shown"), [
+    (traceback_at((6, 2)), True),  # the visible assertion
+    (traceback_at((6, 2), (3, 9)), True),  # the visible line, in a student's function (another cell's label)
+    (traceback_at((6, 5)), False),  # the hidden assertion
+    (traceback_at((6, 4), (3, 9)), False),  # a hidden call, failing in the student's function
+    (traceback_at((6, 2), (6, 5)), False),  # a function of the hidden region called from the visible part
+    (traceback_at((6, 99)), False),  # past the cell's end
+    (traceback_at((6, 2))[1:], False),  # cut: no header
+    (["AssertionError: the message"], False),  # no frame (%xmode Minimal, or a kernel's own)
+    ([], False),
+])
+def test_which_part_of_a_test_failed_is_read_from_its_traceback(traceback: list[str], shown: bool) -> None:
+    """in_sight: a failure's message is the student's only when every frame of the test cell is in its visible part;
+    anything it cannot read counts as hidden."""
+    assert scrub.in_sight(traceback, TEST_CELL) is shown
+
+
+def test_a_hidden_checks_message_is_the_instructors_only(tmp_path: Path) -> None:
+    """A failing hidden check: the feedback page's cell and the student's report say "a hidden check of exercise 0.4
+    failed", its message (the hidden case and its expected value) is only in the instructor's notes (grades.csv); a
+    visible failure keeps its message in both; the grader's own NotRunAsWritten keeps the grader's words only."""
+    from nbformat import from_dict
+
+    from autograder.execution import NOT_RUN
+    from autograder.feedback import TestErrorsOnly
+
+    def test_cell(grade_id: str, *outputs: dict) -> dict:
+        return {"cell_type": "code", "execution_count": 6, "source": TEST_CELL, "outputs": list(outputs),
+                "metadata": {"nbgrader": {"grade": True, "grade_id": grade_id, "locked": True, "points": 1}}}
+
+    hidden = {"output_type": "error", "ename": "AssertionError", "evalue": "size(0.25): expected 33.3333, got 25.0",
+              "traceback": traceback_at((6, 5))}
+    visible = {**hidden, "evalue": "size(0.9) must be positive", "traceback": traceback_at((6, 2))}
+    forged = {**hidden, "ename": NOT_RUN, "evalue": "expected 33.3333", "traceback": ["expected 33.3333"]}
+    printed = {"output_type": "stream", "name": "stdout", "text": "the hidden case: 0.25 -> 33.3333\n"}
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        test_cell("test_hidden", printed, hidden), test_cell("test_visible", visible),
+        test_cell("test_forged", forged)]}
+    (tmp_path / "nb.ipynb").write_text(json.dumps(nb))
+
+    page, _ = TestErrorsOnly().preprocess(from_dict(json.loads(json.dumps(nb))), {})
+    shown = [[o.traceback for o in cell.outputs] for cell in page.cells]
+    assert shown == [[["HiddenCheckFailed: a hidden check of exercise 0.4 failed"]],
+                     [["AssertionError: size(0.9) must be positive"]],
+                     [[f"{NOT_RUN}: this test did not run to its end as written: it scores 0, for review"]]]
+    told, withheld = grade.failed_tests(tmp_path)
+    assert told == ["test_hidden (1 points) failed: a hidden check of exercise 0.4 failed",
+                    "test_visible (1 points) failed: AssertionError: size(0.9) must be positive",
+                    f"test_forged (1 points) failed: {NOT_RUN}: {scrub.NOT_RUN_TOLD}"]
+    assert withheld == ["test_hidden (1 points) failed: (a hidden check, not shown to the student) AssertionError: "
+                        "size(0.25): expected 33.3333, got 25.0"]
+    result = grade.Result(student="s", assignment="a", status=grade.GRADED, notes=told, withheld=withheld)
+    assert "expected 33.3333, got 25.0" in reports.row_of(result)["notes"]
+    reports.write_feedback([result], tmp_path)
+    report = (adapter.course_dir(tmp_path, "feedback") / "s" / "a" / reports.REPORT_PAGE).read_text()
+    assert "a hidden check of exercise 0.4 failed" in report and "25.0" not in report
 
 
 def test_a_failing_setup_cell_is_a_grader_error_with_no_score(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import sqlite3
 
 import pytest
 
-from autograder import grade, reports
+from autograder import grade, gradebook, reports
 from nbplumbing import adapter
 from nbplumbing.processes import tagged_processes
 from tests import corpus
@@ -49,6 +49,14 @@ def feedback_text(grading: GradingRun, assignment: str, student: str) -> str:
     """Every feedback page of a submission, as plain text (tags dropped, entities decoded)."""
     pages = sorted((adapter.course_dir(grading.out, "feedback") / student / assignment).glob("*.html"))
     return "\n".join(html.unescape(re.sub(r"<[^>]+>", "", p.read_text())) for p in pages)
+
+
+def report_text(grading: GradingRun, assignment: str, student: str) -> str:
+    """What the instructor reads of a submission: its row of grades.csv (status, tampering, flags, notes)."""
+    with (grading.out / gradebook.CSV_NAME).open(newline="") as fh:
+        rows = [row for row in csv.DictReader(fh) if (row["student"], row["assignment"]) == (student, assignment)]
+    assert len(rows) == 1, f"{(assignment, student)}: {len(rows)} rows in grades.csv"
+    return "\n".join(f"{k}: {v}" for k, v in rows[0].items())
 
 
 # ---- every case of every lab -----------------------------------------------------------------------------------
@@ -94,6 +102,19 @@ def test_feedback_says_what_went_wrong(grading: GradingRun, case: tuple[str, str
     assert f"{r.score:g} / {r.max_score:g}" in text, f"{case}: the report does not give the score"
     for words in grading.cases[case].says:
         assert words in text, f"{case}: the feedback does not say {words!r}:\n{text[-3000:]}"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_instructors_report_says_what_the_student_is_not_told(grading: GradingRun, case: tuple[str, str]) -> None:
+    """The case's `reports` words are in its row of grades.csv (a failing hidden check's message, which the
+    student's feedback replaces by "a hidden check of exercise N.k failed"), and none of its `hides` words is in
+    the student's feedback pages."""
+    row = report_text(grading, *case)
+    for words in grading.cases[case].reports:
+        assert words in row, f"{case}: grades.csv's row does not say {words!r}:\n{row[-3000:]}"
+    text = feedback_text(grading, *case)
+    for words in grading.cases[case].hides:
+        assert words not in text, f"{case}: the student's feedback shows {words!r}:\n{text[-3000:]}"
 
 
 @pytest.mark.parametrize("case", CASES)

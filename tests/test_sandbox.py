@@ -221,7 +221,7 @@ def returned(grading: GradingRun, student: str) -> str:
                       *row["notes"].split("; "), *row["flagged"].split("; ")])
 
 
-@pytest.mark.parametrize("student", ["hostile", "memory_hog", "transformer", "swallower", "shown_result",
+@pytest.mark.parametrize("student", ["hostile", "memory_hog", "transformer", "swallower", "shown_result", "tracer",
                                      "reached_shell"])
 def test_no_answer_reaches_a_hostile_submission(grading: GradingRun, student: str) -> None:
     """No line of the solutions or hidden tests in its feedback pages, its report or its row of grades.csv; nor,

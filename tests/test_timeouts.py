@@ -8,6 +8,7 @@ or above the submission's is refused, by grade_class and by the command line, be
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -16,8 +17,11 @@ import pytest
 from autograder import class_run
 from autograder.__main__ import main
 from nbplumbing import adapter, processes
+from nbplumbing.cells import meta, source
 from tests.common import CELL_TIMEOUT, KILL_SLACK, ROOT
-from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT
+from tests.corpus.common import HIDDEN, solution_notebook
+from tests.corpus.hostile import ASSIGNMENT as HOSTILE_LAB
+from tests.grading_run import GRADING_CELL_TIMEOUT, GRADING_TIMEOUT, REPORT_ROOM
 from utils import launch
 from utils.timeouts import (
     CELL_S,
@@ -46,6 +50,16 @@ def test_the_ladder_is_in_order() -> None:
     assert LAUNCH_S <= HANG_BUDGET_S and HANG_BUDGET_S + CELL_S < SUBMISSION_S
     check_grading_limits(CELL_S, SUBMISSION_S)
     check_grading_limits(GRADING_CELL_TIMEOUT, GRADING_TIMEOUT)  # the grading corpus' own, lowered limits
+
+
+def test_the_grading_runs_cell_limit_holds_a_hang_and_its_report() -> None:
+    """Lab 00's test cells hang in the corpus (hostile, deadlock_and_infinite_loop): each launch of their visible
+    parts (the first a hung submission meets; later ones fail at once) ends with its report, REPORT_ROOM before the
+    grading run's cell limit, not with nbgrader's bare timeout."""
+    nb = json.loads(solution_notebook(HOSTILE_LAB).read_text())
+    launches = [float(t) for cell in nb["cells"] if meta(cell).get("grade") and not meta(cell).get("solution")
+                for t in re.findall(r"timeout=(\d+)", HIDDEN.sub("", source(cell)))]
+    assert launches and max(launches) + REPORT_ROOM <= GRADING_CELL_TIMEOUT, (max(launches), GRADING_CELL_TIMEOUT)
 
 
 def test_every_default_is_the_ladders() -> None:

@@ -10,7 +10,10 @@ Each lab has one module, tests/labs/labNN/corpus.py, with its assignment name an
 
 A case is the solution notebook with one thing broken; `loses` names the test cells (grade_ids) that must score
 nothing, and every other test cell must keep its points; `tampered` and `flagged` say whether the grader must
-report tampering, or flag it for review (autograder/flags.py, a test that did not run as written). The grading run
+report tampering, or flag it for review (autograder/flags.py, a test that did not run as written); `says` what the
+student's feedback must say, `reports` what the instructor's row of grades.csv must say (where a failing hidden
+check's message goes: the student reads only "a hidden check of exercise N.k failed"), `hides` what the student's
+feedback must not hold (that message). The grading run
 (tests/grading_run.py) adds two cases of its own to every lab, "solution" (loses nothing) and "release" (the
 untouched course/ notebook: scores zero), and grades them all at once. Nothing is committed: the cases are built
 from solutions/ every time.
@@ -49,8 +52,10 @@ class Case:
     status: Status = GRADED  # GRADED, or FAILED / TIMED_OUT (then nothing is scored)
     file_name: str | None = None  # the submitted file's name, if not the notebook's own
     tampered: bool = False  # whether the grader must flag it
-    says: tuple[str, ...] = ()  # words the feedback must contain
+    says: tuple[str, ...] = ()  # words the student's feedback pages must contain
     flagged: bool = False  # whether it must be flagged for review (autograder/flags.py, a test not run as written)
+    reports: tuple[str, ...] = ()  # words the instructor's report (its row of grades.csv) must contain
+    hides: tuple[str, ...] = ()  # words the student's feedback must not contain (a failing hidden check's message)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loses", frozenset(self.loses))

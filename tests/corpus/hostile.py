@@ -2,7 +2,7 @@
 
 Each must be graded as its honest work deserves and get nothing else: tests/test_sandbox.py checks what they
 report, what they leave behind and what the feedback shows. They run only sandboxed (tests/grading_run.py grades
-the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Four submissions hold every behaviour
+the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Seven submissions hold every behaviour
 (each grading costs CI its time), with disjoint lost cells or reasons that tell the attacks apart:
 
 - "hostile": its ping_pong and ring_shift deadlock in every launch (it is graded in bounded time: once its
@@ -19,6 +19,11 @@ the corpus with SANDBOX_LIMITS); unconfined they would do what they say. Four su
   when reclaiming at the bound slowed it), test_ring_shift is lost, and the report says "used more than 4 GB:
   stopped". It also carries lab 00's wrong results (exercises 0.2 and 0.4, tests/labs/lab00/corpus.py), which cost
   exactly their points.
+- "shown_result" and "reached_shell", on the untouched release: issue 43's routes, each on a test cell of its own
+  (below).
+- "tracer", on the untouched release: a tracer (test_size_for_share) and a profiler (test_fit_alpha_beta) armed by
+  the function under test, during the test, that change what the failing assertions read and turn themselves off
+  before the marker.
 - "transformer" and "swallower", on the untouched release (an honest 0 of 11; both got 11 before
   autograder/execution.py): the first adds an IPython input transformer that turns every later cell into `pass`,
   except test_ring_shift, cut to its last line; the second swallows every failure (a custom exception handler, a
@@ -333,6 +338,96 @@ def __graded_cell_seal__(secret):
     digest = _hashlib.sha256(text.encode()).hexdigest()
     return _hashlib.sha256(f"{secret}:{digest}:clean".encode()).hexdigest()
 """
+# test_size_for_share: a tracer armed by the function under test (n_1/2 for every share) when the test first calls it,
+# so during the test cell, and turned off at the marker's line, before it runs. Before each failing assertion it
+# changes what the assertion reads: at the top level the name it compares becomes what it is compared with; inside
+# the hidden loop the size under test becomes one bisected on the test's own _share_at. (Jumping past a failing
+# statement gets nowhere: IPython runs each top-level statement as a code object of its own, and a loop's last one
+# has no line after it to jump to.) Unguarded, the test passes.
+TRACER = """
+import ast as _ast
+import linecache as _linecache
+import sys as _sys
+
+
+def _value(frame, node):
+    return eval(compile(_ast.Expression(node), "<check>", "eval"), frame.f_globals, frame.f_locals)
+
+
+def _fails(frame, test):
+    try:
+        return not _value(frame, test)
+    except Exception:
+        return True
+
+
+def _bisected(g):
+    low, high = 0.0, 1.0
+    while g["_share_at"](high, g["_alpha"], g["_beta"]) < g["_share"]:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if g["_share_at"](middle, g["_alpha"], g["_beta"]) < g["_share"] else (low, middle)
+    return high
+
+
+def _step(frame, event, arg):
+    lines = _linecache.getlines(frame.f_code.co_filename)
+    if event != "line" or not lines:
+        return _step
+    if "__graded_cell_end__" in lines[frame.f_lineno - 1]:  # off before the marker runs
+        _sys.settrace(None)
+        return None
+    tree = _ast.parse("".join(lines))
+    for node in _ast.walk(tree):
+        if isinstance(node, _ast.Assert) and node.lineno == frame.f_lineno and _fails(frame, node.test):
+            if node in tree.body:  # a statement of the top level: make its comparison hold
+                test = node.test
+                name, value = (test.left, test.comparators[0]) if isinstance(test, _ast.Compare) else test.args[:2]
+                frame.f_globals[name.id] = _value(frame, value)
+            else:
+                frame.f_globals["_n"] = _bisected(frame.f_globals)
+    return _step
+
+
+def _watch(frame, event, arg):
+    return _step if "size_for_share(0.9" in "".join(_linecache.getlines(frame.f_code.co_filename)) else None
+"""
+ARM_TRACER = "_sys.settrace(_watch)\nreturn alpha / beta\n"
+# test_fit_alpha_beta: a profiler armed by fit_alpha_beta (which returns a wrong fit) when the test calls it. At the
+# next call it swaps numpy in the notebook's namespace for one whose closeness checks all hold, and the tests'
+# raises_value_error for one that always says "ValueError"; at the call of the marker it puts both back and turns
+# itself off, so that the marker finds the namespace and the interpreter as they were. Unguarded, the test passes.
+PROFILER = """
+import linecache as _linecache
+import sys as _sys
+
+_names, _kept = globals(), {}
+
+
+class _Lenient:
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        if name in ("allclose", "isclose", "all"):
+            return lambda *args, **kwargs: True
+        return getattr(self._module, name)
+
+
+def _profile(frame, event, arg):
+    if event != "call" or frame.f_back is None:
+        return
+    if "__graded_cell_end__" in _linecache.getline(frame.f_back.f_code.co_filename, frame.f_back.f_lineno):
+        _names.update(_kept)
+        _kept.clear()
+        _sys.setprofile(None)
+    elif not _kept:
+        _kept.update(np=_names["np"], raises_value_error=_names["raises_value_error"])
+        _names.update(np=_Lenient(_kept["np"]), raises_value_error=lambda function, *args: "ValueError")
+"""
+ARM_PROFILER = "_sys.setprofile(_profile)\nreturn 1.0, 1.0\n"
+
 # test_ring_shift: torch.equal replaced through the module's namespace (no attribute assignment), and zeros returned.
 EQUAL_BY_VARS = "vars(torch).update(equal=lambda *args, **kwargs: True)\n"
 ZEROS = "return torch.zeros_like(tensor)\n"
@@ -418,4 +513,13 @@ CASES = [
                "test_ring_shift did not run to its end as written (what ran was not the cell as written",
                "uses ._ip", "uses .transform_ast", "defines __graded_cell_seal__", "reads the namespace of the module "
                "torch", "uses .events")),
+    # A tracer and a profiler, each armed by the function under test during its test and off before the marker, on
+    # the release where nothing else changes how the kernel runs (another route's hook would seal the cell "hooked"
+    # whatever the tracer did). Unguarded, both tests pass (4 points).
+    Case("tracer", on_release(stub_body("fit_alpha_beta", ARM_PROFILER), cell_after("fit_alpha_beta", PROFILER),
+                              stub_body("size_for_share", ARM_TRACER), cell_after("size_for_share", TRACER)),
+         loses=ALL_TESTS, flagged=True,
+         says=("test_fit_alpha_beta (3 points) failed: NotRunAsWritten: this test did not run to its end as written",
+               "test_size_for_share (1 points) failed: NotRunAsWritten: this test did not run to its end as written",
+               "uses .setprofile", "uses .settrace", "imports linecache")),
 ]

@@ -48,6 +48,8 @@ CASES = [
          loses={"test_noise_tracking", "test_scaled_lr", "test_stationary_second_moment"},
          says=("refused, but only after training on the batches before the bad one",
                "eta=0.3, B=4, sigma=1.0: expected about 0.048", "(simulated, standard error",
-               "scaled_lr(0.1, 0, 1024) and scaled_lr(0.1, 256, 0): expected a ValueError for a batch size below 1, "
-               "got ['ZeroDivisionError: division by zero', 'no error']")),
+               "test_scaled_lr (1 points) failed: a hidden check of exercise 5.1 failed"),
+         reports=("scaled_lr(0.1, 0, 1024) and scaled_lr(0.1, 256, 0): expected a ValueError for a batch size below "
+                  "1, got ['ZeroDivisionError: division by zero', 'no error']",),
+         hides=("scaled_lr(0.1, 0, 1024)",)),
 ]

@@ -92,7 +92,8 @@ CASES = [
          says=("step_traffic([7], 2, 2, None): expected 24 (the bytes walked_step sent, an int), got 18",
                "6 all-gathers for 3 units; got 3 all-gathers", "not again before backward?",
                "the masters (fsdp.parameters()) are {torch.", "}: expected float32 only",
-               "Embedding(6, 4) on rank 1: no error")),
+               "test_fsdp_bad_input (1 points) failed: a hidden check of exercise 8.4 failed"),
+         reports=("Embedding(6, 4) on rank 1: no error",), hides=("Embedding(6, 4) on rank 1: no error",)),
     # 8.4: the reduce-scatter's sum not divided by N (SGD moves N times too far, against one process, DDP and
     # fully_shard alike; AdamW, blind to the gradient's scale, would move only about 1e-6 off: the torch test uses
     # SGD with momentum); and a prefetched unit "freed" by dropping the reference:
@@ -137,9 +138,11 @@ CASES = [
          loses={"test_fsdp_bad_input", "test_fsdp_memory", "test_fsdp_bf16", "test_fsdp_equals_one_process_and_ddp",
                 "test_peak_bytes"},
          says=("peak_bytes(12, 1, 12, 0, 'backward', 16, 2, 2): expected 264.0 (walked_step on [12] * 1), got 240.0",
-               "rank 0 did not finish within 10 s", "backward held ", "every unit's full gradient kept",
+               "rank 0 did not finish within 10 s",
                "more than the differences of their gradients moved it", "the master itself rounded to bf16",
-               "a weight shared inside unit 1 (stored twice?)")),
+               "a weight shared inside unit 1 (stored twice?)",
+               "test_fsdp_memory (2 points) failed: a hidden check of exercise 8.4 failed"),
+         reports=("backward held ", "every unit's full gradient kept"), hides=("every unit's full gradient kept",)),
     # 8.4: the ranks compare their units' padded shard sizes, not their parameters' shapes: Embedding(100, 1) and
     # Embedding(101, 1) on N = 3 (34 elements each) pass; a parameter in two units is not refused; and no dtypes
     # compared (a float64 model on one rank constructs). All three only in the hidden tests' N = 3. Each backward's
@@ -157,11 +160,15 @@ CASES = [
         body("peak_bytes", WALKED_PEAK), body("step_traffic", WALKED_TRAFFIC)),
          loses={"test_fsdp_bad_input", "test_peak_bytes", "test_step_traffic", "test_fsdp_equals_one_process_and_ddp",
                 "test_fsdp_memory"},
-         says=("Embedding(101, 1) on rank 2: no error", "a parameter in two units: no error",
-               "float64 on rank 1: no error",
-               "after a step accumulated over 2 backward passes", "instead of adding to it?",
-               "as much as another copy of the 16640-byte flat gradient",
+         says=("test_fsdp_bad_input (1 points) failed: a hidden check of exercise 8.4 failed",
+               "test_fsdp_equals_one_process_and_ddp (4 points) failed: a hidden check of exercise 8.4 failed",
+               "test_fsdp_memory (2 points) failed: a hidden check of exercise 8.4 failed",
                "times as long as a few exact operations on the same arguments (allowed: 100)",
                "Write the peak down as a formula",
-               "a walk of the ring steps thousands of times more", "Write the count down as a formula")),
+               "a walk of the ring steps thousands of times more", "Write the count down as a formula"),
+         # all three of 8.4's faults are seen only on the hidden tests' N = 3: the student reads which exercise
+         reports=("Embedding(101, 1) on rank 2: no error", "a parameter in two units: no error",
+                  "float64 on rank 1: no error", "after a step accumulated over 2 backward passes",
+                  "instead of adding to it?", "as much as another copy of the 16640-byte flat gradient"),
+         hides=("Embedding(101, 1) on rank 2: no error", "as much as another copy of the 16640-byte flat gradient")),
 ]
