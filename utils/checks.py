@@ -169,6 +169,11 @@ def calls_refused(folder: str, exercise: str, *, owner: str = "",
     ...     mine([1])
     Traceback (most recent call last):
     RuntimeError: Exercise 0.0 called the library's dumps: the exercise asks for it written by you
+    >>> with calls_refused(os.path.dirname(json.__file__), "Exercise 0.0"):  # in a thread started within the block
+    ...     thread = threading.Thread(target=json.loads, args=["[1]"])
+    ...     thread.start(); thread.join()
+    Traceback (most recent call last):
+    RuntimeError: Exercise 0.0 called loads: the exercise asks for it written by you
     >>> with calls_refused(os.path.dirname(json.__file__), "Exercise 0.0", allowed=[json.dumps]):
     ...     json.dumps([1])
     '[1]'
