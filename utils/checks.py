@@ -10,19 +10,26 @@
 
     with oracles_refused(globals(), ["simulated_bytes"], "Exercise 10.1"):  # the oracle raises while the answer runs
         answers = [formula(*case) for case in CASES]
+
+    with calls_refused(hooks_folder, "Exercise 10.8 (powersgd_hook)", owner="torch's "):  # fails if torch's hook ran
+        future = powersgd_hook(state, bucket)
 """
 
 from __future__ import annotations
 
 import numbers
+import os
 import signal
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+import sys
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from time import perf_counter  # bound now: a submission that patches time.perf_counter later cannot stop the clock
 from typing import Any
 
-__all__ = ["SEARCH", "exact_operations", "oracles_refused", "raises_value_error", "refusals", "slowdown"]
+__all__ = ["SEARCH", "calls_refused", "exact_operations", "oracles_refused", "raises_value_error", "refusals",
+           "slowdown"]
 
 # The one rule of the derivation exercises' time budgets: slowdown(fn, exact_operations, cases) < SEARCH. The
 # reference, exact_operations, costs what a closed form of the same arguments costs written in exact fractions (the
@@ -143,6 +150,59 @@ def oracles_refused(namespace: MutableMapping[str, Any], names: Sequence[str], e
         yield
     finally:
         namespace.update(kept)
+
+
+@contextmanager
+def calls_refused(folder: str, exercise: str, *, owner: str = "",
+                  allowed: Collection[Callable[..., Any]] = ()) -> Iterator[None]:
+    """Within the block, in this thread and in the threads started meanwhile (threading), every call of a Python
+    function defined under `folder` is recorded, whatever name it was reached by (an alias, a reference captured
+    earlier), except from within an `allowed` function; at the end of the block, RuntimeError names the exercise
+    and the first such call (and so does a call of sys.setprofile, which would stop the recording). An exercise's test
+    runs the student's code so: code that calls the library it is checked against fails, with a message that names
+    the exercise. The profiler runs only within the block (it slows the calls there); callbacks that the block leaves
+    to threads it did not start (a C++ thread completing a torch future) run unrecorded.
+
+    >>> import json, os
+    >>> with calls_refused(os.path.dirname(json.__file__), "Exercise 0.0", owner="the library's "):
+    ...     mine = json.dumps
+    ...     mine([1])
+    Traceback (most recent call last):
+    RuntimeError: Exercise 0.0 called the library's dumps: the exercise asks for it written by you
+    >>> with calls_refused(os.path.dirname(json.__file__), "Exercise 0.0"):  # in a thread started within the block
+    ...     thread = threading.Thread(target=json.loads, args=["[1]"])
+    ...     thread.start(); thread.join()
+    Traceback (most recent call last):
+    RuntimeError: Exercise 0.0 called loads: the exercise asks for it written by you
+    >>> with calls_refused(os.path.dirname(json.__file__), "Exercise 0.0", allowed=[json.dumps]):
+    ...     json.dumps([1])
+    '[1]'
+    """
+    root = os.path.join(os.path.abspath(folder), "")
+    exempt = {fn.__code__ for fn in allowed}
+    found: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is sys.setprofile and frame.f_code is not here:
+            found.append("sys.setprofile: the test records what the exercise calls; leave the profiler alone")
+        elif event == "call" and frame.f_code.co_filename.startswith(root) and not found:
+            caller = frame
+            while caller is not None and caller.f_code not in exempt:
+                caller = caller.f_back
+            if caller is None:  # neither this function nor one on the way to it is allowed
+                found.append(f"{owner}{frame.f_code.co_qualname}: the exercise asks for it written by you")
+
+    here = sys._getframe().f_code  # this generator's own calls of sys.setprofile, which end the recording
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    sys.setprofile(record)
+    threading.setprofile(record)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
+        threading.setprofile(previous_threads)
+    if found:
+        raise RuntimeError(f"{exercise} called {found[0]}")
 
 
 def slowdown(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence[Sequence[Any]], *,
