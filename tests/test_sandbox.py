@@ -14,6 +14,7 @@ import html
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -247,6 +248,51 @@ def test_the_launch_server_starts_nothing_for_a_request_it_does_not_expect(tmp_p
     why = {"unconfined": "not confined", "another connection file": "not the one this grading chose",
            "in a kernel's PID namespace": "another PID namespace"}[how]
     assert len(refusals) == 1 and why in refusals[0] and why in said, (refusals, said)
+
+
+# A grader that starts a sandboxed kernel through its launch server, as grade_one does, says where its cgroup and
+# folders are, and waits to be killed.
+GRADER_OF_ONE_KERNEL = """
+import json, subprocess, sys, time
+from pathlib import Path
+from autograder.sandbox import Box, Limits
+from autograder.sandbox.confine import confined
+from nbplumbing.adapter import nbgrader_env
+root = Path(sys.argv[1])
+box = Box.open(root, Limits(1 << 30, 64))
+box.serve(nbgrader_env(box.env(), "a-kernel-dies-with-its-grader"), root, 1)
+subprocess.Popen([*confined([], []), sys.executable, "-m", "autograder.sandbox.launch", str(box.launch), "-f",
+                  str(box.connection_file)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+print(json.dumps([box.group.version, [str(f) for f in box.group.folders], str(box.sockets), str(box.launch.parent)]),
+      flush=True)
+time.sleep(600)
+"""
+
+
+@needs_sandbox
+def test_a_kernel_dies_with_its_grader(tmp_path: Path) -> None:
+    """The launch server is a thread of the grader: were the grader killed, the kernel it launched (and so its
+    namespace) goes too, since the launcher dies with it; nothing else would end an idle kernel."""
+    grader = subprocess.Popen([sys.executable, "-c", GRADER_OF_ONE_KERNEL, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT)
+    version, folders, *made = json.loads(grader.stdout.readline())
+    group = Group([Path(f) for f in folders], version)
+    try:
+        deadline = time.monotonic() + 60
+        while len(group.pids()) < 3:  # the launcher, the namespace's init and the kernel
+            assert time.monotonic() < deadline and grader.poll() is None, "the kernel did not start"
+            time.sleep(0.1)
+        grader.kill()
+        grader.communicate(timeout=30)
+        deadline = time.monotonic() + 15
+        while group.pids():
+            assert time.monotonic() < deadline, f"the kernel outlived its grader: {group.pids()}"
+            time.sleep(0.1)
+    finally:
+        grader.kill()
+        group.remove()
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @needs_sandbox

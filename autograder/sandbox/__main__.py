@@ -15,8 +15,8 @@ environment), then:
 When the kernel exits, the init exits with its status, and Linux kills every other process of the namespace:
 nothing the submission started, a daemon in a new session included, outlives its kernel. The init and this
 launcher pass on the kernel's exit status and ignore the SIGINT that interrupts a cell (the launch server signals
-the whole process group for jupyter_client, and the kernel gets it directly); the init dies with the launcher
-(PR_SET_PDEATHSIG), which the launch server kills when nbgrader's client goes.
+the whole process group for jupyter_client, and the kernel gets it directly); the launcher dies with the grader and
+the init with the launcher (PR_SET_PDEATHSIG), which the launch server kills when nbgrader's client goes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from autograder.sandbox import landlock
 from autograder.sandbox import namespaces as ns
+from autograder.sandbox.launch import PARENT_VARIABLE
 
 # The kernel's own data (heap and anonymous memory) stops at this share of the submission's bound: past it an
 # allocation fails in the cell (MemoryError, or torch's "not enough memory") and the kernel lives on. The rest is
@@ -97,7 +98,12 @@ def _mark_victims(kernel: int, marked: set[int]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Join the cgroup, unshare, fork the init (run_kernel) and pass on its exit status."""
+    """Die with the grader, join the cgroup, unshare, fork the init (run_kernel) and pass on its exit status."""
+    # The grader's launch server started this: were the grader killed (its server with it), nothing else would end
+    # the kernel. Its pid is checked after the call, in case it died before.
+    ns.die_with_parent()
+    if os.getppid() != int(os.environ.pop(PARENT_VARIABLE, os.getppid())):
+        os._exit(128 + signal.SIGKILL)
     config = json.loads(os.environ.pop(ns.CONFIG_VARIABLE))
     os.environ.pop("PYTHONPATH", None)  # it only served to find this module; the kernel imports from its venv
     # ipykernel exits when its parent is no longer JPY_PARENT_PID: its parent is now the namespace's init, and

@@ -46,6 +46,7 @@ STREAM_KINDS = (stat.S_ISREG, stat.S_ISFIFO, stat.S_ISCHR, stat.S_ISSOCK)
 INTERRUPT, TERMINATE = b"INT", b"TERM"  # the client's messages after its request
 SIGNALS = {INTERRUPT: signal.SIGINT, TERMINATE: signal.SIGTERM}
 STARTED, REFUSED, EXITED = "started", "refused: ", "exit "  # the server's messages
+PARENT_VARIABLE = "AUTOGRADER_LAUNCH_SERVER"  # the grader's pid, in the launcher's environment (__main__.py)
 
 
 class Refused(Exception):
@@ -82,7 +83,7 @@ class LaunchServer(threading.Thread):
         # -P: the working folder is the notebook's, written by nbgrader; nothing there is imported as root.
         self.argv = [sys.executable, "-P", "-m", "autograder.sandbox", sys.executable, "-m", "ipykernel_launcher",
                      "-f", self.connection_file]
-        self.env = dict(env)
+        self.env = {**env, PARENT_VARIABLE: str(os.getpid())}
         self.said: list[str] = []  # what it refused, for the grader's notes
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         self._listener.bind(str(self.path))
