@@ -3,8 +3,8 @@
     limits = Limits(memory_bytes=8 << 30)
     require()                                   # PipelineError naming what is missing, when no sandbox can be made
     box = Box.open(root, limits)                # a submission's scratch folder, cgroup and kernelspec
-    box.serve(nbgrader_env, folder, 1)           # the launch server (launch.py): it starts the kernel, as root
-    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env()}, wrap=confined(...))
+    box.serve(nbgrader_env({**env, **box.env()}, tag), folder, 1)  # the launch server (launch.py): as root
+    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env()}, tag=tag, wrap=confined(...))
     notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
 
 What the kernel may do (__main__.py, the kernel launcher, sets it up):
