@@ -36,10 +36,12 @@ from nbplumbing.adapter import (
     course_dir,
     gradebook_url,
     nbgrader_config,
+    nbgrader_env,
     read_score,
     run_nbgrader,
 )
 from nbplumbing.cells import meta, source
+from nbplumbing.processes import TAG_VARIABLE, new_tag
 from utils.timeouts import check_grading_limits
 
 # What nbgrader's exchange puts beside a submitted notebook: when it was submitted (late penalties) and the secret
@@ -265,10 +267,13 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         # and the answer lines that the feedback page must not show (autograder/feedback.py).
         verdicts, answers = root / "verdicts.jsonl", root / "answers.json"
         answers.write_text(json.dumps({entry.assignment: sorted(lines)}))
+        tag = new_tag()[TAG_VARIABLE]
+        kernel_env = {**FIGURES_UNDRAWN, **(env or {}), **box.env()}
         try:
-            run = run_nbgrader("autograde", *args, *box.args, root=root, check=False,
-                               env={**FIGURES_UNDRAWN, **(env or {}), **box.env(), VERDICTS_VARIABLE: str(verdicts),
-                                    ANSWERS_VARIABLE: str(answers)},
+            box.serve(nbgrader_env(kernel_env, tag), course_dir(root, "autograded") / entry.student / entry.assignment,
+                      len(checked.notebooks))
+            run = run_nbgrader("autograde", *args, *box.args, root=root, check=False, tag=tag, wrap=confine(box),
+                               env={**kernel_env, VERDICTS_VARIABLE: str(verdicts), ANSWERS_VARIABLE: str(answers)},
                                timeout=max(1.0, timeout - (time.monotonic() - start)))
         finally:
             result.notes += box.close()  # its scratch removed: nothing the kernel wrote is left to be read
@@ -322,6 +327,17 @@ def grade_one(entry: Entry, template: Path, work: Path, *, timeout: float, cell_
         result.seconds = time.monotonic() - start
         result.notes = [scrub(note, lines) for note in result.notes]
         result.withheld = [scrub(note, lines) for note in result.withheld]
+
+
+def confine(box: Box) -> list[str]:
+    """The argv prefix of a sandboxed autograde (confine.py; none unsandboxed): no capability, reading only the
+    installed environment and the course root, writing only the course root (the autograded notebooks, the gradebook,
+    the verdicts) and the kernel's socket folder (its connection file). Its kernel is started by the box's launch
+    server (Box.serve), as root: the one part of grading that needs it."""
+    if box.limits is None:
+        return []
+    root = box.jupyter.parent
+    return confined([root], [root, box.connection_file.parent])
 
 
 def make_feedback(root: Path, answers: Path, *args: str, timeout: float | None = None,

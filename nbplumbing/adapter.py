@@ -114,27 +114,24 @@ def gradebook_url(root: Path) -> str:
 
 
 def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | None = None,
-                 timeout: float | None = None, check: bool = True, wrap: Sequence[str] = ()) -> NbgraderRun:
+                 timeout: float | None = None, check: bool = True, wrap: Sequence[str] = (),
+                 tag: str | None = None) -> NbgraderRun:
     """Run `nbgrader <command> <args>` on the course root with the course config; return how it ended.
 
     `wrap` is an argv prefix that runs nbgrader (confined: autograder/sandbox/confine.py).
 
     `env` is added to the environment of nbgrader and so of every kernel it starts (e.g. COURSE_FAST=1). Past
     `timeout` seconds the command is stopped; when it ends, every process it started is gone (the kernel, and
-    any rank the kernel forked, are found by a tag in their environment). With `check`, a non-zero exit or the
-    time limit raises NbgraderError with the command line and nbgrader's whole log.
+    any rank the kernel forked, are found by a tag in their environment: `tag`, or a fresh one). With `check`, a
+    non-zero exit or the time limit raises NbgraderError with the command line and nbgrader's whole log.
     """
     root = Path(root).resolve()
     # JupyterApp.config_file, without ".py": nbgrader's own "is there a config?" check appends it. The command line
     # beats the root computed in the config.
     common = [f"--NbGrader.config_file={CONFIG_FILE.with_suffix('')}", f"--CourseDirectory.root={root}"]
     argv = [*wrap, sys.executable, "-c", NBGRADER_MAIN, command, *args, *common]
-    tag_env = new_tag()  # {TAG_VARIABLE: this command's tag}, inherited by every process it starts
-    tag = tag_env[TAG_VARIABLE]
-    full_env = {**os.environ, **(env or {}), **tag_env}
-    # nbgrader creates a gradebook by running the `alembic` executable found on PATH
-    # (nbgrader/api.py:37, get_alembic_version), so without an activated venv it fails: put ours first.
-    full_env["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), full_env.get("PATH", "")])
+    tag = tag or new_tag()[TAG_VARIABLE]
+    full_env = nbgrader_env(env, tag)
     start = time.perf_counter()
     # The log goes to a file, not a pipe: a rank that outlived its kernel could hold a pipe open forever.
     with tempfile.TemporaryFile("w+", errors="replace") as output:
@@ -156,6 +153,16 @@ def run_nbgrader(command: str, *args: str, root: Path, env: Mapping[str, str] | 
         raise NbgraderError(f"nbgrader {command} {how}:\n  {' '.join(['nbgrader', *argv[len(wrap) + 3:]])}\n"
                             f"----- nbgrader's log -----\n{run.log}")
     return run
+
+
+def nbgrader_env(env: Mapping[str, str] | None, tag: str) -> dict[str, str]:
+    """The environment of an nbgrader command run with `env` and the tag `tag` (TAG_VARIABLE: nbplumbing.processes),
+    which every process it starts inherits: the sandboxed kernel, started by the grader, is given the same."""
+    full_env = {**os.environ, **(env or {}), TAG_VARIABLE: tag}
+    # nbgrader creates a gradebook by running the `alembic` executable found on PATH
+    # (nbgrader/api.py:37, get_alembic_version), so without an activated venv it fails: put ours first.
+    full_env["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), full_env.get("PATH", "")])
+    return full_env
 
 
 # ---- finding things ----------------------------------------------------------------------------------------

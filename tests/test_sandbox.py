@@ -14,11 +14,15 @@ import html
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -30,8 +34,10 @@ from autograder.gradebook import CSV_NAME, read_rows
 from autograder.reports import row_of, summary
 from autograder.sandbox import landlock
 from autograder.sandbox.confine import confined
+from autograder.sandbox.launch import LaunchServer
 from nbplumbing.adapter import PipelineError, course_dir
 from nbplumbing.cgroup import Group
+from nbplumbing.processes import kill_until_gone
 from tests.common import ROOT, GradingRun, autograded, notebook
 from tests.corpus.common import HIDDEN, SOLUTION, solution_notebook
 from tests.corpus.hostile import ASSIGNMENT, FLOOD_WORD, REPORT, SANDBOX_LIMITS, TOKEN
@@ -151,6 +157,155 @@ def test_a_submission_that_fills_its_scratch_folder_is_stopped(tmp_path: Path) -
     assert writer.returncode == -signal.SIGKILL
     assert notes == [f"wrote more than 0.000976562 GB (or {sandbox.SCRATCH_FILES} files) into its scratch folder: "
                      "stopped (the disk space of its kernel and ranks together is bounded)"], notes
+
+
+# A stand-in for the sandbox's launcher (the launch server's argv): it writes its pid, notes each SIGINT and exits 3 on
+# SIGTERM; the server runs it as it runs the launcher.
+FAKE_LAUNCHER = """
+import os, signal, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+signal.signal(signal.SIGINT, lambda *_: out.open("a").write("INT\\n"))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+out.write_text(f"{os.getpid()}\\n")
+while True:
+    time.sleep(0.05)
+"""
+
+
+def _launch_server(tmp_path: Path, launches: int) -> LaunchServer:
+    """A launch server in tmp_path, for the connection file tmp_path/k.json, that runs FAKE_LAUNCHER (its record in
+    tmp_path/launched)."""
+    server = LaunchServer(tmp_path / "launch", tmp_path / "k.json", tmp_path, dict(os.environ), launches)
+    server.argv = [sys.executable, "-c", FAKE_LAUNCHER, str(tmp_path / "launched")]
+    server.start()
+    return server
+
+
+def _client(tmp_path: Path, connection_file: Path, wrap: list[str]) -> subprocess.Popen:
+    """The kernelspec's client, as nbgrader would start it (run by `wrap`: confined, or not)."""
+    return subprocess.Popen([*wrap, sys.executable, "-m", "autograder.sandbox.launch", str(tmp_path / "launch"), "-f",
+                             str(connection_file)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, start_new_session=True)
+
+
+def _launched(tmp_path: Path, lines: int) -> list[str]:
+    """FAKE_LAUNCHER's record once it has `lines` lines (within 30 s)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if (record := tmp_path / "launched").exists() and len(said := record.read_text().split()) >= lines:
+            return said
+        time.sleep(0.05)
+    raise AssertionError(f"the launcher did not write {lines} lines")
+
+
+@needs_sandbox
+def test_the_launch_server_passes_signals_on_and_ends_its_kernel_with_the_client(tmp_path: Path) -> None:
+    """A confined client's SIGINT and SIGTERM reach what the server launched, and the client exits with its status
+    (3); a client killed (jupyter_client's kill, nbgrader stopped) takes it along; past `launches`, nothing."""
+    server, pids = _launch_server(tmp_path, launches=2), []
+    try:
+        client = _client(tmp_path, tmp_path / "k.json", confined([], []))
+        pids.append(int(_launched(tmp_path, 1)[0]))
+        client.send_signal(signal.SIGINT)
+        assert _launched(tmp_path, 2)[1] == "INT"
+        client.send_signal(signal.SIGTERM)
+        said = client.communicate(timeout=30)[1]
+        assert client.returncode == 3, said
+        (tmp_path / "launched").unlink()
+        client = _client(tmp_path, tmp_path / "k.json", confined([], []))
+        pids.append(int(_launched(tmp_path, 1)[0]))
+        client.kill()
+        client.communicate(timeout=30)
+        deadline = time.monotonic() + 30
+        while psutil.pid_exists(pids[-1]) and psutil.Process(pids[-1]).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the launched process outlived its client"
+            time.sleep(0.05)
+        third = _client(tmp_path, tmp_path / "k.json", confined([], []))
+        assert "no launch server" in third.communicate(timeout=30)[1] and third.returncode == 1
+    finally:
+        refusals = server.stop()
+        kill_until_gone(lambda: [pid for pid in pids if psutil.pid_exists(pid)], 5)  # what a failure left
+    assert refusals == []
+
+
+@needs_sandbox
+@pytest.mark.parametrize("how", ["unconfined", "another connection file", "in a kernel's PID namespace"])
+def test_the_launch_server_starts_nothing_for_a_request_it_does_not_expect(tmp_path: Path, how: str) -> None:
+    """Root's rights start a kernel only for a confined nbgrader's client, in the grader's PID namespace (not a kernel,
+    whose namespace is its own), on the connection file the grader chose; the first refusal ends the server."""
+    server = _launch_server(tmp_path, launches=1)
+    try:
+        wrap = {"unconfined": [], "another connection file": confined([], []),
+                # the client as the first process of a new PID namespace, as a kernel is
+                "in a kernel's PID namespace": ["unshare", "--pid", "--fork", *confined([], [])]}[how]
+        client = _client(tmp_path, tmp_path / ("other.json" if how == "another connection file" else "k.json"), wrap)
+        said = client.communicate(timeout=30)[1]
+        assert client.returncode == 1, said
+    finally:
+        refusals = server.stop()
+    assert not (tmp_path / "launched").exists()
+    why = {"unconfined": "not confined", "another connection file": "not the one this grading chose",
+           "in a kernel's PID namespace": "another PID namespace"}[how]
+    assert len(refusals) == 1 and why in refusals[0] and why in said, (refusals, said)
+
+
+# A grader that starts a sandboxed kernel through its launch server, as grade_one does, says where its cgroup and
+# folders are, and waits to be killed.
+GRADER_OF_ONE_KERNEL = """
+import json, subprocess, sys, time
+from pathlib import Path
+from autograder.sandbox import Box, Limits
+from autograder.sandbox.confine import confined
+from nbplumbing.adapter import nbgrader_env
+root = Path(sys.argv[1])
+box = Box.open(root, Limits(1 << 30, 64))
+box.serve(nbgrader_env(box.env(), "a-kernel-dies-with-its-grader"), root, 1)
+subprocess.Popen([*confined([], []), sys.executable, "-m", "autograder.sandbox.launch", str(box.launch), "-f",
+                  str(box.connection_file)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+print(json.dumps([box.group.version, [str(f) for f in box.group.folders], str(box.sockets), str(box.launch.parent)]),
+      flush=True)
+time.sleep(600)
+"""
+
+
+@needs_sandbox
+def test_a_kernel_dies_with_its_grader(tmp_path: Path) -> None:
+    """The launch server is a thread of the grader: were the grader killed, the kernel it launched (and so its
+    namespace) goes too, since the launcher dies with it; nothing else would end an idle kernel."""
+    grader = subprocess.Popen([sys.executable, "-c", GRADER_OF_ONE_KERNEL, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT)
+    version, folders, *made = json.loads(grader.stdout.readline())
+    group = Group([Path(f) for f in folders], version)
+    try:
+        deadline = time.monotonic() + 60
+        while len(group.pids()) < 3:  # the launcher, the namespace's init and the kernel
+            assert time.monotonic() < deadline and grader.poll() is None, "the kernel did not start"
+            time.sleep(0.1)
+        grader.kill()
+        grader.communicate(timeout=30)
+        deadline = time.monotonic() + 15
+        while group.pids():
+            assert time.monotonic() < deadline, f"the kernel outlived its grader: {group.pids()}"
+            time.sleep(0.1)
+    finally:
+        grader.kill()
+        group.remove()
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_sandbox
+def test_a_client_that_says_nothing_does_not_hold_the_launch_server(tmp_path: Path) -> None:
+    """The grader stops the server (Box.close) whatever a client does: one that connects and sends nothing too."""
+    server = _launch_server(tmp_path, launches=1)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as silent:
+        silent.connect(str(tmp_path / "launch"))
+        stopping = threading.Thread(target=server.stop, daemon=True)
+        stopping.start()
+        stopping.join(timeout=10)
+        assert not stopping.is_alive(), "the server waits for the silent client's request"
+    assert not (tmp_path / "launched").exists()
 
 
 @needs_sandbox
@@ -383,13 +538,43 @@ print("planted", planted)
 '''
 
 
-@needs_sandbox
-@pytest.mark.slow
-def test_nothing_the_kernel_writes_is_read_outside_its_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A submission plants templates, kernelspecs and Jupyter configs in its scratch folder (and wherever else its
-    kernel can name): none is read, the feedback page is nbgrader's own, and every nbgrader run after the kernel's
-    (the feedback) runs confined, once the sandbox is closed and its scratch removed."""
-    marker = tmp_path / "read-outside"
+# A config file in the course root, which every nbgrader process run there executes (nbgrader loads the
+# nbgrader_config.py of its working folder): it prints, after a nonce that no kernel can read, what that process
+# holds, and whether it could read a file of the repository's tests/ and write a folder outside the course root.
+PROBE_CONFIG = '''
+import json, os, sys
+from pathlib import Path
+status = dict(line.rstrip("\\n").split(":\\t", 1) for line in open("/proc/self/status") if ":\\t" in line)
+tried = {{}}
+for what, act in (("read", lambda: Path({secret!r}).read_text()),
+                  ("write", lambda: Path({outside!r}, str(os.getpid())).write_text("x"))):
+    try:
+        act()
+        tried[what] = "done"
+    except OSError:
+        tried[what] = "denied"
+held = {{name: status[name] for name in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}}
+print({nonce!r}, json.dumps({{"command": sys.argv[1], **held, **tried}}), flush=True)
+'''
+
+
+@dataclass
+class Planted:
+    """The grading of a submission that plants files wherever its kernel can (PLANTING_CELL), with PROBE_CONFIG in
+    its course root."""
+
+    result: grade.Result
+    marker: Path  # touched by anything planted that runs
+    outside: Path  # a folder the probe tries to write
+    runs: list[tuple[str, list[str], bool]]  # each nbgrader run: (command, wrap, whether the scratch folder was there)
+    probes: list[dict]  # what PROBE_CONFIG printed, a line per nbgrader process (and per config load)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Planted:
+    tmp_path = tmp_path_factory.mktemp("planted")
+    marker, outside, nonce = tmp_path / "read-outside", tmp_path / "outside", f"probe-{os.urandom(8).hex()}"
+    outside.mkdir()
     subs = tmp_path / "subs" / "alice" / ASSIGNMENT
     subs.mkdir(parents=True)
     [release] = (ROOT / "course" / ASSIGNMENT).glob("*.ipynb")
@@ -397,29 +582,61 @@ def test_nothing_the_kernel_writes_is_read_outside_its_sandbox(tmp_path: Path, m
     nb["cells"].insert(2, {"cell_type": "code", "execution_count": None, "id": "planting", "metadata": {},
                            "outputs": [], "source": PLANTING_CELL.format(marker=str(marker))})
     (subs / release.name).write_text(json.dumps(nb))
-    runs: list[tuple[str, list[str], bool]] = []  # (command, wrap, whether the scratch folder was there)
+    runs: list[tuple[str, list[str], bool]] = []
     real = grade.run_nbgrader
 
     def watched(command: str, *args: str, root: Path, **kwargs: object) -> object:
         runs.append((command, list(kwargs.get("wrap", ())), (Path(root) / ".sb").exists()))
+        (Path(root) / "nbgrader_config.py").write_text(PROBE_CONFIG.format(
+            secret=str(ROOT / "tests" / "conftest.py"), outside=str(outside), nonce=nonce))
         return real(command, *args, root=root, **kwargs)
 
     template = grade.prepare_template([ASSIGNMENT], tmp_path)
-    monkeypatch.setattr(grade, "run_nbgrader", watched)
-    [entry] = class_run.collect(tmp_path / "subs", tmp_path)
-    r = grade.grade_one(entry, template, tmp_path, timeout=600, env={"COURSE_FAST": "1"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(grade, "run_nbgrader", watched)
+        [entry] = class_run.collect(tmp_path / "subs", tmp_path)
+        r = grade.grade_one(entry, template, tmp_path, timeout=600, env={"COURSE_FAST": "1"})
+    probes = [json.loads(line.split(" ", 1)[1]) for line in (r.root / "nbgrader.log").read_text().splitlines()
+              if line.startswith(nonce + " ")]
+    return Planted(r, marker, outside, runs, probes)
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_nothing_the_kernel_writes_is_read_outside_its_sandbox(planted: Planted) -> None:
+    """A submission plants templates, kernelspecs and Jupyter configs in its scratch folder (and wherever else its
+    kernel can name): none is read, the feedback page is nbgrader's own, and every nbgrader run runs confined, the
+    feedback's once the sandbox is closed and its scratch removed."""
+    r = planted.result
     assert r.status == grade.GRADED and r.score == 0, (r.status, r.score, r.notes)
+    [release] = (ROOT / "course" / ASSIGNMENT).glob("*.ipynb")
     folder = r.root / "autograded" / "alice" / ASSIGNMENT
     [planting] = [c for c in notebook(folder / release.name)["cells"] if c.get("id") == "planting"]
     said = "".join("".join(o.get("text", "")) for o in planting["outputs"])
-    planted = re.search(r"planted (\d+)", said)
-    assert planted and int(planted[1]) >= 2 * 9 + 2 * 2 + 2 * 3, said  # those in the scratch folder, at least
-    assert not marker.exists(), "a planted file was read and run outside the sandbox"
+    planted_files = re.search(r"planted (\d+)", said)
+    assert planted_files and int(planted_files[1]) >= 2 * 9 + 2 * 2 + 2 * 3, said  # the scratch folder's, at least
+    assert not planted.marker.exists(), "a planted file was read and run outside the sandbox"
     [page] = (r.root / "feedback" / "alice" / ASSIGNMENT).glob("*.html")
     assert "PLANTED-TEMPLATE" not in page.read_text() and "test_ping_pong" in page.read_text()
-    assert [(command, bool(wrap), scratch) for command, wrap, scratch in runs] == [
-        ("autograde", False, True), ("generate_feedback", True, False)], runs
-    assert runs[1][1][:3] == confined([], [])[:3]  # the confining launcher
+    assert [(command, bool(wrap), scratch) for command, wrap, scratch in planted.runs] == [
+        ("autograde", True, True), ("generate_feedback", True, False)], planted.runs
+    assert all(wrap[:3] == confined([], [])[:3] for _, wrap, _ in planted.runs)  # the confining launcher
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_every_nbgrader_that_reads_a_submission_runs_confined(planted: Planted) -> None:
+    """nbgrader autograde (the submitted notebook, the kernel's messages) and generate_feedback (the autograded
+    notebook), as each process itself sees it (PROBE_CONFIG): no capability (uid 0 without any is an ordinary user),
+    no_new_privs, and Landlock: the repository's tests/ unreadable, a folder outside the course root unwritable.
+    Only the grader's launch server, which starts the kernel, holds root's rights (autograder/sandbox/launch.py)."""
+    assert planted.result.status == grade.GRADED, planted.result.notes
+    assert {p["command"] for p in planted.probes} == {"autograde", "generate_feedback"}, planted.probes
+    none = "0" * 16
+    held = [p for p in planted.probes if (p["CapEff"], p["CapPrm"], p["CapBnd"], p["NoNewPrivs"], p["read"],
+                                          p["write"]) != (none, none, none, "1", "denied", "denied")]
+    assert not held, f"an nbgrader process that reads a submission is not confined: {held}"
+    assert not list(planted.outside.iterdir())
 
 
 @pytest.mark.skipif(landlock.abi_version() < sandbox.MIN_LANDLOCK_ABI, reason="no Landlock ABI 3 here")

@@ -3,7 +3,8 @@
     limits = Limits(memory_bytes=8 << 30)
     require()                                   # PipelineError naming what is missing, when no sandbox can be made
     box = Box.open(root, limits)                # a submission's scratch folder, cgroup and kernelspec
-    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env()})
+    box.serve(nbgrader_env({**env, **box.env()}, tag), folder, 1)  # the launch server (launch.py): as root
+    run_nbgrader("autograde", ..., *box.args, env={**env, **box.env()}, tag=tag, wrap=confined(...))
     notes = box.close()                         # every process of it killed; "used more than 8 GB: stopped"
 
 What the kernel may do (__main__.py, the kernel launcher, sets it up):
@@ -15,9 +16,10 @@ What the kernel may do (__main__.py, the kernel launcher, sets it up):
 - reach only loopback (a network namespace of its own);
 - use at most `memory_bytes` and `processes` tasks, kernel and ranks together (a cgroup).
 The course root it runs in (the gradebook, source/, submitted/), the repository's solutions/, tests/ and
-autograder/, other submissions and everything else are out of its reach. nbgrader itself runs outside and talks
-to the kernel over Unix sockets in a folder of their own (jupyter_client's ipc transport: TCP on the grader's
-loopback is in another network namespace).
+autograder/, other submissions and everything else are out of its reach. nbgrader itself runs outside (confined:
+confine.py) and talks to the kernel over Unix sockets in a folder of their own (jupyter_client's ipc transport: TCP
+on the grader's loopback is in another network namespace). The kernelspec's argv is launch.py's client: the
+grader's launch server starts the kernel, since a confined process cannot make namespaces and mounts.
 
 Without a sandbox (`--no-sandbox`) a Box still gives the scratch folder and the hang ledger (HANG_LEDGER), and
 says "not sandboxed".
@@ -32,14 +34,19 @@ import sys
 import sysconfig
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder.sandbox import landlock
 from autograder.sandbox.namespaces import CONFIG_VARIABLE, NAMESPACES, unshare
 from nbplumbing.cgroup import CgroupError, Group
 from utils.timeouts import HANG_BUDGET, HANG_BUDGET_S, HANG_LEDGER
+
+if TYPE_CHECKING:  # imported where it is used: `python -m autograder.sandbox.launch` imports this package first
+    from autograder.sandbox.launch import LaunchServer
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds autograder/ and utils/
 KERNEL_NAME = "ddp-course-sandbox"
@@ -221,7 +228,9 @@ class Box:
     jupyter: Path  # nbgrader's own Jupyter folder (jupyter_env): the kernelspec, beside the scratch, not in it
     group: Group | None = None
     sockets: Path | None = None  # its connection file and Unix sockets: a short path (sun_path holds 108 bytes)
+    launch: Path | None = None  # the launch server's socket, in a folder of its own (the kernel writes `sockets`)
     watch: ScratchWatch | None = None
+    server: LaunchServer | None = None
 
     @classmethod
     def open(cls, root: Path, limits: Limits | None) -> Box:
@@ -240,12 +249,12 @@ class Box:
         try:
             _copy_font_cache(scratch / "home")
             box.sockets = Path(tempfile.mkdtemp(prefix="ag-"))
+            box.launch = Path(tempfile.mkdtemp(prefix="ag-launch-")) / "launch"
             box.group = Group.create(limits.memory_bytes, limits.processes)
             # Out of the scratch folder: the kernel may write there, and nbgrader must not find its kernel there.
             spec = box.jupyter / "kernels" / KERNEL_NAME
             spec.mkdir(parents=True)
-            argv = [sys.executable, "-m", "autograder.sandbox", sys.executable, "-m", "ipykernel_launcher",
-                    "-f", "{connection_file}"]
+            argv = [sys.executable, "-m", "autograder.sandbox.launch", str(box.launch), "-f", "{connection_file}"]
             (spec / "kernel.json").write_text(json.dumps({
                 "argv": argv, "display_name": "Python (DDP course, sandboxed grading)", "language": "python",
                 "interrupt_mode": "signal", "env": {"PYTHONPATH": str(PACKAGE_ROOT)}}))
@@ -263,7 +272,7 @@ class Box:
             return []
         return ["--Execute.kernel_name=" + KERNEL_NAME, "--KernelManager.transport=ipc",
                 f"--KernelManager.ip={self.sockets / 'k'}",
-                f"--KernelManager.connection_file={self.sockets / 'k.json'}"]
+                f"--KernelManager.connection_file={self.connection_file}"]
 
     def env(self) -> dict[str, str]:
         """nbgrader's environment: where the kernelspec and connection files are, and the kernel's settings."""
@@ -279,6 +288,25 @@ class Box:
                   "write": [str(self.scratch), str(self.sockets), "/dev/null", "/dev/shm"]}
         return {**env, "JUPYTER_RUNTIME_DIR": str(self.sockets), CONFIG_VARIABLE: json.dumps(config)}
 
+    @property
+    def connection_file(self) -> Path:
+        """The kernel's connection file, which nbgrader writes (box.args) and the launch server accepts."""
+        assert self.sockets is not None, "not sandboxed: nbgrader starts its kernel itself"
+        return self.sockets / "k.json"
+
+    def serve(self, env: Mapping[str, str], folder: Path, launches: int) -> None:
+        """Start the launch server (launch.py), sandboxed only: it starts at most `launches` kernels, one at a time,
+        in `folder` (the notebooks' autograded folder), with the whole environment `env` (nbgrader's, which it would
+        have passed on) and this box's launcher, for a confined nbgrader's client."""
+        from autograder.sandbox.launch import LaunchServer
+
+        if self.limits is None:
+            return
+        assert self.launch is not None and self.server is None
+        environment = {**env, "PYTHONPATH": str(PACKAGE_ROOT)}  # the launcher is a module of the grader
+        self.server = LaunchServer(self.launch, self.connection_file, folder, environment, launches)
+        self.server.start()
+
     def close(self) -> list[str]:
         """Kill every process left in the cgroup and remove it and the scratch folder; return the notes."""
         if self.limits is None:
@@ -286,6 +314,8 @@ class Box:
             return [NOT_SANDBOXED]
         notes = []
         try:
+            if self.server is not None:
+                notes += [f"grader error: the kernel's launch was refused: {why}" for why in self.server.stop()]
             if self.watch is not None and self.watch.stop():
                 notes.append(f"wrote more than {self.limits.scratch_words()} (or {SCRATCH_FILES} files) into its "
                              "scratch folder: stopped (the disk space of its kernel and ranks together is bounded)")
@@ -302,6 +332,7 @@ class Box:
             if self.group is not None:  # None: open failed before it made the cgroup
                 self.group.remove()
             shutil.rmtree(self.scratch, ignore_errors=True)
-            if self.sockets is not None:
-                shutil.rmtree(self.sockets, ignore_errors=True)
+            for folder in (self.sockets, self.launch and self.launch.parent):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
         return notes

@@ -1,9 +1,9 @@
-"""The grading kernel's launcher: the argv of the grading-only kernelspec (autograder/sandbox/__init__.py).
+"""The grading kernel's launcher, which the grader's launch server (launch.py) starts as root for nbgrader's client.
 
-    python -m autograder.sandbox python -m ipykernel_launcher -f CONNECTION_FILE
+    python -P -m autograder.sandbox python -m ipykernel_launcher -f CONNECTION_FILE
 
-jupyter_client starts this instead of the kernel. It reads its settings from AUTOGRADER_SANDBOX (JSON: the
-cgroup folders, what may be read and written, the kernel's environment), then:
+It reads its settings from AUTOGRADER_SANDBOX (JSON: the cgroup folders, what may be read and written, the kernel's
+environment), then:
 
 1. joins the submission's cgroup (memory and process bounds; the grader kills what is left in it at the end);
 2. enters new mount, PID, network, IPC and UTS namespaces, and forks the namespace's init;
@@ -14,8 +14,9 @@ cgroup folders, what may be read and written, the kernel's environment), then:
 
 When the kernel exits, the init exits with its status, and Linux kills every other process of the namespace:
 nothing the submission started, a daemon in a new session included, outlives its kernel. The init and this
-launcher pass on the kernel's exit status, ignore the SIGINT that interrupts a cell (jupyter_client signals the
-whole process group, and the kernel gets it directly), and die with their parent (PR_SET_PDEATHSIG).
+launcher pass on the kernel's exit status and ignore the SIGINT that interrupts a cell (the launch server signals
+the whole process group for jupyter_client, and the kernel gets it directly); the launcher dies with the grader and
+the init with the launcher (PR_SET_PDEATHSIG), which the launch server kills when nbgrader's client goes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from autograder.sandbox import landlock
 from autograder.sandbox import namespaces as ns
+from autograder.sandbox.launch import PARENT_VARIABLE
 
 # The kernel's own data (heap and anonymous memory) stops at this share of the submission's bound: past it an
 # allocation fails in the cell (MemoryError, or torch's "not enough memory") and the kernel lives on. The rest is
@@ -96,7 +98,12 @@ def _mark_victims(kernel: int, marked: set[int]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Join the cgroup, unshare, fork the init (run_kernel) and pass on its exit status."""
+    """Die with the grader, join the cgroup, unshare, fork the init (run_kernel) and pass on its exit status."""
+    # The grader's launch server started this: were the grader killed (its server with it), nothing else would end
+    # the kernel. Its pid is checked after the call, in case it died before.
+    ns.die_with_parent()
+    if os.getppid() != int(os.environ.pop(PARENT_VARIABLE, os.getppid())):
+        os._exit(128 + signal.SIGKILL)
     config = json.loads(os.environ.pop(ns.CONFIG_VARIABLE))
     os.environ.pop("PYTHONPATH", None)  # it only served to find this module; the kernel imports from its venv
     # ipykernel exits when its parent is no longer JPY_PARENT_PID: its parent is now the namespace's init, and

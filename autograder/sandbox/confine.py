@@ -1,4 +1,4 @@
-"""Run a command confined as a grading kernel is, less the namespaces: what reads a submission after its kernel.
+"""Run a command confined as a grading kernel is, less the namespaces: every nbgrader run that reads a submission.
 
     argv = confined(read=[root], write=[root / "feedback"]) + [sys.executable, "-c", ...]
     python -m autograder.sandbox.confine '{"read": [...], "write": [...]}' -- COMMAND ARG...
@@ -8,8 +8,11 @@ no_new_privs and applies Landlock (landlock.py): COMMAND, and every process it s
 environment (what a kernel reads, readable_runtime, and the Jupyter files installed with it) and `read`, and writes
 only `write`. It then execs COMMAND: nothing of this launcher is left but the confinement.
 
-nbgrader's generate_feedback runs this way (autograder/grade.py, autograder/reports.py): it reads the autograded
-notebook, whose every output the submission wrote, and renders it through nbconvert's templates.
+nbgrader's autograde runs this way (autograder/grade.py): it reads the submitted notebook and the kernel's messages,
+and writes the autograded notebook and the gradebook; it cannot start the sandboxed kernel (namespaces, mounts and
+the cgroup need root, and Landlock forbids mounting), so the kernelspec's argv asks the grader's launch server
+(launch.py). generate_feedback too (autograder/grade.py, autograder/reports.py): it reads the autograded notebook,
+whose every output the submission wrote, and renders it through nbconvert's templates.
 """
 
 from __future__ import annotations
