@@ -406,15 +406,28 @@ def _absorb(r: Result, out: Path) -> None:
     """Move one worker's results into the class folder (called by the parent only, one at a time)."""
     if r.root is None:
         return
-    log = r.root / "nbgrader.log"
-    if log.is_file():
+    if _within(log := r.root / "nbgrader.log", r.root) and log.is_file():
         shutil.copy(log, out / LOGS / f"{r.student}-{r.assignment}.log")
     if r.status == GRADED:
-        gradebook.merge_gradebook(out / "gradebook.db", r.root / "gradebook.db")
+        gradebook.merge_submission(out / "gradebook.db", r.root / "gradebook.db", r.student, r.assignment)
         for step in ("autograded", "feedback"):  # feedback/: its page(s), if nbgrader could make them
-            if (made := course_dir(r.root, step) / r.student / r.assignment).is_dir():
-                shutil.copytree(made, course_dir(out, step) / r.student / r.assignment, dirs_exist_ok=True)
+            made = course_dir(r.root, step) / r.student / r.assignment
+            if _within(made, r.root) and made.is_dir():
+                shutil.copytree(made, course_dir(out, step) / r.student / r.assignment, dirs_exist_ok=True,
+                                ignore=_links)
     shutil.rmtree(r.root, ignore_errors=True)
+
+
+def _within(path: Path, root: Path) -> bool:
+    """Whether `path` is no link and lies in `root` once every link on the way is followed: what a worker's nbgrader
+    wrote (it read the submission) is copied only from its own course root, never through a link it made."""
+    return not path.is_symlink() and path.resolve().is_relative_to(root.resolve())
+
+
+def _links(folder: str, names: list[str]) -> list[str]:
+    """copytree's `ignore`: the names in `folder` that are links (or neither file nor folder), copied never."""
+    paths = {name: Path(folder) / name for name in names}
+    return [name for name, path in paths.items() if path.is_symlink() or not (path.is_file() or path.is_dir())]
 
 
 def _copy_exchange_files(entries: list[Entry], out: Path) -> None:

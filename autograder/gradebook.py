@@ -97,6 +97,33 @@ def merge_gradebook(into: Path, source: Path) -> None:
         con.close()
 
 
+# One submission's rows in a worker's gradebook `w`, by table: the student's, and those under its submitted assignment
+# of the assignment named :assignment in the class's gradebook (`main`: the template, not the worker's word for it).
+_SUBMITTED = ("SELECT id FROM w.submitted_assignment WHERE student_id = :student AND assignment_id IN "
+              "(SELECT id FROM main.assignment WHERE name = :assignment)")
+_NOTEBOOKS = f"SELECT id FROM w.submitted_notebook WHERE assignment_id IN ({_SUBMITTED})"
+SUBMISSION_ROWS = {"student": "id = :student", "submitted_assignment": f"id IN ({_SUBMITTED})",
+                   "submitted_notebook": f"id IN ({_NOTEBOOKS})", "grade": f"notebook_id IN ({_NOTEBOOKS})",
+                   "comment": f"notebook_id IN ({_NOTEBOOKS})"}
+
+
+def merge_submission(into: Path, source: Path, student: str, assignment: str) -> None:
+    """Copy into gradebook `into` the rows of one submission (student's `assignment`) that gradebook `source` holds,
+    and nothing else: `source` is what a worker's nbgrader wrote (confined, but it read the submission), so its other
+    rows (another student's grades, a changed template) are not taken. `into` must hold the template already.
+    """
+    con = sqlite3.connect(into)
+    try:
+        con.execute("ATTACH DATABASE ? AS w", (str(source),))
+        with con:
+            for table, where in SUBMISSION_ROWS.items():
+                con.execute(f'INSERT OR IGNORE INTO main."{table}" SELECT * FROM w."{table}" WHERE {where}',
+                            {"student": student, "assignment": assignment})
+        con.execute("DETACH DATABASE w")
+    finally:
+        con.close()
+
+
 def add_gradebook(into: Path, source: Path, what: str) -> None:
     """Start gradebook `into` as a copy of `source`, or merge `source` into it if both describe their shared
     assignments alike (PipelineError naming `what` otherwise)."""

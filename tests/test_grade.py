@@ -671,3 +671,54 @@ def test_a_sandbox_that_refuses_the_course_is_a_grader_error(tmp_path: Path, mon
     assert (row["status"], row["score"]) == (grade.GRADER_ERROR, ""), row
     assert "the locked cell setup of ranks_and_alpha_beta.ipynb failed before any of the submission's code ran: " \
         "PermissionError" in row["notes"], row["notes"]
+
+
+# ---- what the class folder takes from a worker's course root (its nbgrader read the submission) ---------------------
+
+_TABLES = ("CREATE TABLE student (id PRIMARY KEY); CREATE TABLE assignment (id PRIMARY KEY, name);"
+           "CREATE TABLE submitted_assignment (id PRIMARY KEY, assignment_id, student_id);"
+           "CREATE TABLE submitted_notebook (id PRIMARY KEY, assignment_id);"
+           "CREATE TABLE grade (id PRIMARY KEY, notebook_id, auto_score);"
+           "CREATE TABLE comment (id PRIMARY KEY, notebook_id);"
+           "INSERT INTO assignment VALUES ('a', 'lab'), ('b', 'other');")
+
+
+def _worker_root(root: Path) -> Path:
+    """A worker's course root whose gradebook holds ann's lab, and rows a taken-over nbgrader added: bob's lab and
+    ann's other assignment; its autograded folder holds a page and two links out of the root."""
+    root.mkdir()
+    con = sqlite3.connect(root / "gradebook.db")
+    con.executescript(_TABLES + "INSERT INTO student VALUES ('ann'), ('bob'); INSERT INTO submitted_assignment VALUES "
+                      "('s1', 'a', 'ann'), ('s2', 'a', 'bob'), ('s3', 'b', 'ann'); INSERT INTO submitted_notebook "
+                      "VALUES ('n1', 's1'), ('n2', 's2'), ('n3', 's3'); INSERT INTO grade VALUES ('g1', 'n1', 3.0),"
+                      " ('g2', 'n2', 11.0), ('g3', 'n3', 11.0); INSERT INTO comment VALUES ('c2', 'n2');")
+    con.commit()
+    con.close()
+    secret = root.parent / "secret.txt"
+    secret.write_text("the instructors' notebook")
+    made = adapter.course_dir(root, "autograded") / "ann" / "lab"
+    made.mkdir(parents=True)
+    (made / "lab.ipynb").write_text("{}")
+    (made / "answers.txt").symlink_to(secret)
+    (made / "folder").symlink_to(root.parent, target_is_directory=True)
+    (root / "nbgrader.log").symlink_to(secret)
+    return root
+
+
+def test_the_class_folder_takes_only_the_submissions_own_rows_and_files_from_a_worker(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / gradebook.LOGS).mkdir(parents=True)
+    con = sqlite3.connect(out / "gradebook.db")
+    con.executescript(_TABLES)
+    con.close()
+    root = _worker_root(tmp_path / "worker")
+    class_run._absorb(grade.Result(student="ann", assignment="lab", status=grade.GRADED, root=root), out)
+    con = sqlite3.connect(out / "gradebook.db")
+    assert con.execute("SELECT id FROM grade").fetchall() == [("g1",)]  # not bob's, not ann's other assignment
+    assert con.execute("SELECT id FROM student").fetchall() == [("ann",)]
+    assert con.execute("SELECT id FROM comment").fetchall() == []
+    con.close()
+    copied = adapter.course_dir(out, "autograded") / "ann" / "lab"
+    assert sorted(p.name for p in copied.iterdir()) == ["lab.ipynb"]  # the links neither copied nor followed
+    assert not list((out / gradebook.LOGS).iterdir())  # the log was a link
+    assert not root.exists()
