@@ -219,6 +219,16 @@ def jupyter_env(folder: Path) -> dict[str, str]:
             "JUPYTER_CONFIG_PATH": config, "JUPYTER_PREFER_ENV_PATH": "1"}
 
 
+def make_jupyter_folder(folder: Path) -> Path:
+    """Make `folder` nbgrader's own Jupyter folder (jupyter_env): an empty config folder holding jupyter_core's
+    `migrated` marker. Without it every Jupyter application migrates IPython 3's files from the grader's HOME
+    (~/.ipython) into the config folder at start, which reads a folder that is no Jupyter path of ours, and which a
+    confined run (the feedback's, that may write only feedback/) cannot do: it stopped with a PermissionError."""
+    (folder / "config").mkdir(parents=True, exist_ok=True)
+    (folder / "config" / "migrated").touch()
+    return folder
+
+
 @dataclass
 class Box:
     """One submission's grading environment: its scratch folder, and (sandboxed) its cgroup and kernelspec."""
@@ -242,8 +252,7 @@ class Box:
         scratch = Path(root).resolve() / ".sb"
         for sub in ("home", "tmp"):
             (scratch / sub).mkdir(parents=True)
-        box = cls(scratch, limits, jupyter=Path(root).resolve() / JUPYTER_FOLDER)
-        (box.jupyter / "config").mkdir(parents=True)
+        box = cls(scratch, limits, jupyter=make_jupyter_folder(Path(root).resolve() / JUPYTER_FOLDER))
         if limits is None:
             return box
         try:
