@@ -32,7 +32,7 @@ from autograder import class_run, grade, sandbox
 from autograder.execution import MARKER, OUTPUT_CAP
 from autograder.gradebook import CSV_NAME, read_rows
 from autograder.reports import row_of, summary
-from autograder.sandbox import landlock
+from autograder.sandbox import jupyter_env, landlock, make_jupyter_folder
 from autograder.sandbox.confine import confined
 from autograder.sandbox.launch import LaunchServer
 from nbplumbing.adapter import PipelineError, course_dir
@@ -640,6 +640,22 @@ def test_every_nbgrader_that_reads_a_submission_runs_confined(planted: Planted) 
 
 
 @pytest.mark.skipif(landlock.abi_version() < sandbox.MIN_LANDLOCK_ABI, reason="no Landlock ABI 3 here")
+def test_a_confined_jupyter_application_starts_in_nbgraders_jupyter_folder(tmp_path: Path) -> None:
+    """A Jupyter application (generate_feedback is one) starts confined as the feedback run is, in the folder that
+    make_jupyter_folder makes, with a HOME that holds ~/.ipython: it migrates nothing (without the folder's marker,
+    jupyter_core tried to write it there and stopped with a PermissionError, folder or no folder)."""
+    (tmp_path / "home" / ".ipython" / "profile_default").mkdir(parents=True)
+    root = tmp_path / "root"
+    (root / "feedback").mkdir(parents=True)
+    env = {**os.environ, "HOME": str(tmp_path / "home"), **jupyter_env(make_jupyter_folder(root / ".jupyter"))}
+    env.pop("IPYTHONDIR", None)
+    code = "from jupyter_core.application import JupyterApp; JupyterApp().initialize([]); print('started')"
+    run = subprocess.run([*confined([root], [root / "feedback"]), sys.executable, "-c", code], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout.strip()) == (0, "started"), run.stderr[-2000:]
+    assert sorted(p.name for p in (root / ".jupyter" / "config").iterdir()) == ["migrated"]
+
+
 def test_a_confined_process_has_no_capability_and_reaches_only_its_folders(tmp_path: Path) -> None:
     """What generate_feedback runs under (autograder/sandbox/confine.py): no capability (root's none either), its
     `read` folder and the installed environment readable, only its `write` folder writable, nothing else."""
