@@ -161,7 +161,9 @@ def calls_refused(folder: str, exercise: str, *, owner: str = "",
     and the first such call (and so does a call of sys.setprofile, which would stop the recording). An exercise's test
     runs the student's code so: code that calls the library it is checked against fails, with a message that names
     the exercise. The profiler runs only within the block (it slows the calls there); callbacks that the block leaves
-    to threads it did not start (a C++ thread completing a torch future) run unrecorded.
+    to threads it did not start (a C++ thread completing a torch future) run unrecorded. Use it in a rank (through
+    utils.launch), not in the notebook's kernel: the grading kernel takes any profiler armed in a test cell for
+    tampering (autograder/execution.py), so there the test would not count.
 
     >>> import json, os
     >>> with calls_refused(os.path.dirname(json.__file__), "Exercise 0.0", owner="the library's "):

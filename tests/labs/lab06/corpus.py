@@ -8,6 +8,7 @@ submission's, so a bisection on it costs 6.3's points only.
 from tests.corpus.common import Case, chain, replace
 
 ASSIGNMENT = "06_async_staleness"
+UNREACHABLE_TAU = "cannot reach this tau"  # 6.3's hidden check: the instructor reads it, the student does not
 
 # The server's receive (from any source: gradients applied in order of arrival), its staleness count, the
 # closed-form boundary's denominator, and the delayed iterate of the simulator: one line each in the solution.
@@ -45,8 +46,7 @@ CASES = [
                "delayed_gd(0.5, 1, 3): expected [1, 0.5, 0, -0.25], got [",
                "(plain gradient descent's (1 - a)^t: the delay one step short",
                "test_stability_limit (2 points) failed: a hidden check of exercise 6.3 failed"),
-         reports=("a search or a matrix cannot reach this tau; the closed form needs neither",),
-         hides=("cannot reach this tau",)),
+         hides=(UNREACHABLE_TAU,), reports=(f"a search or a matrix {UNREACHABLE_TAU}; the closed form needs neither",)),
     # 6.4, the gradient's own update counted in its staleness; 6.3, tau where 2 tau + 1 belongs:
     # 2 sin(pi / (2 tau)), the asymptote's form, infinite at tau = 0.
     # And 6.4's mean staleness, its limit N - 1 for every T: the first round and the shutdown forgotten.
