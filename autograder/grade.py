@@ -25,16 +25,7 @@ from typing import NamedTuple
 from autograder import gradebook
 from autograder.execution import CUT_KEY, FAULT_KEY, NOT_RUN_KEY, OUTPUT_CAP, RESULT_KEY, VERDICTS_VARIABLE
 from autograder.flags import find_flags
-from autograder.sandbox import (
-    DEFAULT_LIMITS,
-    JUPYTER_FOLDER,
-    MIN_LANDLOCK_ABI,
-    Box,
-    Limits,
-    jupyter_env,
-    landlock,
-    make_jupyter_folder,
-)
+from autograder.sandbox import DEFAULT_LIMITS, JUPYTER_FOLDER, MIN_LANDLOCK_ABI, Box, Limits, jupyter_env, landlock
 from autograder.sandbox.confine import confined
 from autograder.scrub import ANSWERS_VARIABLE, HIDDEN_CHECK, as_told, assignment_answers, scrub
 from autograder.tamper import find_tampering, reported_by_nbgrader
@@ -362,7 +353,7 @@ def make_feedback(root: Path, answers: Path, *args: str, timeout: float | None =
     folder.mkdir(exist_ok=True)
     wrap = confined([root, answers], [folder]) if landlock.abi_version() >= MIN_LANDLOCK_ABI else []
     return run_nbgrader("generate_feedback", *args, "--force", root=root, check=check, timeout=timeout, wrap=wrap,
-                        env={**jupyter_env(make_jupyter_folder(root / JUPYTER_FOLDER)), ANSWERS_VARIABLE: str(answers)})
+                        env={**jupyter_env(root / JUPYTER_FOLDER), ANSWERS_VARIABLE: str(answers)})
 
 
 def read_verdicts(path: Path) -> dict[str, list[list[str]]]:

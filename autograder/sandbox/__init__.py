@@ -213,8 +213,8 @@ def jupyter_env(folder: Path) -> dict[str, str]:
     reach: the sandboxed kernelspec, an empty config folder) and the installed environment's and system's, which
     jupyter_core adds after it (sys.prefix/share/jupyter, /usr/share/jupyter, /etc/jupyter). Never the grader's
     HOME nor anything a kernel may write: nbconvert renders through the templates it finds there, and nbgrader
-    runs the configs it finds there."""
-    config = str(folder / "config")
+    runs the configs it finds there. `folder` is made (make_jupyter_folder) if it is not there."""
+    config = str(make_jupyter_folder(folder) / "config")
     return {"JUPYTER_PATH": str(folder), "JUPYTER_DATA_DIR": str(folder), "JUPYTER_CONFIG_DIR": config,
             "JUPYTER_CONFIG_PATH": config, "JUPYTER_PREFER_ENV_PATH": "1"}
 
