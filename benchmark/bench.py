@@ -28,13 +28,13 @@ implementation, one panel per world size). The CSV's columns, one row per implem
     cpu_ratio    the same for CPU time: builtin's / this implementation's, each summed over the ranks (every
                  thread of each rank's process: Gloo's I/O and work threads too), paired by repetition
 
-How it measures: for each size and repetition, every implementation runs in turn on the same ranks (interleaved,
-starting with a different one each repetition), each call right after a barrier, so a burst of load from elsewhere
-hits all of them alike. The first repetition is a warm-up and is dropped; repeats adapt to the size (15 at 64 MB,
-40 at 8 MB and below). The ratio pairs the calls of one repetition, which ran moments apart, before taking the
-median: load that drifts over seconds cancels in each pair instead of widening both medians. With 4 ranks on
-2 cores the ranks are oversubscribed: absolute numbers wobble, which is why the ratio, from one run, is what
-counts; on a machine that other jobs load, expect the ratio to wobble as well.
+How it measures: for each size and repetition, every implementation runs in turn on the same ranks (interleaved, in
+a balanced order: each runs right after each other one equally often, bench_common.interleaving), each call right
+after a barrier, so a burst of load from elsewhere hits all of them alike. The first repetition is a warm-up and is
+dropped; repeats adapt to the size (15 at 64 MB, 40 at 8 MB and below). The ratio pairs the calls of one repetition,
+which ran moments apart, before taking the median: load that drifts over seconds cancels in each pair instead of
+widening both medians. With 4 ranks on 2 cores the ranks are oversubscribed: absolute numbers wobble, which is why
+the ratio, from one run, is what counts; on a machine that other jobs load, expect the ratio to wobble as well.
 
 The performance target of lab 02's reference ring, printed at the end: reference ring / built-in busbw, median
 over sizes >= 4 MB, at least 0.9 for every N. Never benchmark with TORCH_DISTRIBUTED_DEBUG=DETAIL (it adds a
@@ -68,7 +68,7 @@ import torch
 import torch.distributed as dist
 
 from benchmark import bench_ddp
-from benchmark.bench_common import paired_ratio, rotation, write_csv
+from benchmark.bench_common import interleaving, paired_ratio, write_csv
 from benchmark.reference import naive_all_reduce, preload, ring_all_reduce, tree_all_reduce
 from utils.halving_doubling import halving_doubling_all_reduce
 from utils.launch import launch, rank_device, synchronize
@@ -133,9 +133,9 @@ def measure(sizes: list[int], impls: list[str], quick: bool, started: float) -> 
         for name in impls:
             times[name][size], cpu[name][size] = [], []
         for repetition in range(repeats(size, quick) + 1):  # repetition 0 is the warm-up
-            # Interleaved: every implementation once per repetition, starting one further each time, so
-            # that none is always the one right after another's (or the warm-up's) traffic.
-            for name in rotation(impls, repetition):
+            # Interleaved: every implementation once per repetition, in an order in which each one runs right
+            # after each other one equally often (a call's neighbour before it changes its time by a few %).
+            for name in interleaving(impls, repetition):
                 tensor.fill_(1.0)  # same data every call (repeated sums would overflow to inf)
                 dist.barrier()
                 synchronize(device)

@@ -35,7 +35,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.bench_common import paired_ratio, rotation, write_csv
+from benchmark.bench_common import interleaving, paired_ratio, write_csv
 from benchmark.reference import bucketed_ddp
 from utils.launch import launch, rank_device, synchronize
 
@@ -95,7 +95,7 @@ def measure(cap_mb: float, width: int, repeats: int) -> dict:
     gap = max((p - q).abs().max().item() for p, q in pairs) / scale
     times: dict[str, list[float]] = {name: [] for name in IMPLS}
     for repetition in range(repeats + 1):  # repetition 0 warms up (torch's DDP also rebuilds its buckets there)
-        for name in rotation(IMPLS, repetition):
+        for name in interleaving(IMPLS, repetition):
             dist.barrier()
             synchronize(device)
             start = time.perf_counter()

@@ -21,29 +21,38 @@ other statements, such as torch.set_num_threads, are left out: they would change
 like Gloo's own, sends every chunk in segments, each going on to the right as soon as it has arrived and been
 reduced, so that sending one segment overlaps receiving and reducing the next, across step boundaries too. At N = 2,
 where both neighbours are one rank, each segment's send and receive go as one group (NCCL's rule: lab 02, exercise
-2.6), and every reduce-scatter group is posted before the first is waited for, into a landing buffer as large as a
-chunk: adding segment k overlaps the transfers of the segments after it, and segment k's all-gather group travels
-while segment k + 1 is added. Gloo's segments are 1 MiB; ours are up to SEGMENT_BYTES = 4 MiB, because from Python
-every message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core machine (measured),
-against the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring / built-in busbw,
-median over 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to six runs each).
+2.6), two reduce-scatter groups posted ahead, one per receive buffer (the same two buffers as at N >= 3): segment
+k's all-gather group travels while segment k + 1 arrives and is added. Gloo's segments are 1 MiB; ours are up to
+SEGMENT_BYTES = 4 MiB, because from Python every message costs far more: posting one isend or irecv takes 50-100 us
+of CPU on a 2-core machine (measured), against the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs
+on 2 cores (ring / built-in busbw, median over 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB
+0.91-0.98 (four to six runs each).
 
-At N = 2 each phase is one step, so what no other segment hides is a larger share: the first segment's transfer
-(nothing to add yet) and the last one's all-gather (nothing left to add). With chunks of one or two 4 MiB segments
-(tensors of 4 to 16 MB) that fill and drain are half the phase or all of it. So at N = 2 `segment_for` cuts every chunk
-into at least PIECES_AT_TWO = 4 segments, none below 1 MiB (Gloo's size): 4 MB in 2 pieces per chunk, 8 MB and
-up in 4 or more (Gloo cuts every chunk in at least 2). Not at N >= 3: there a segment goes on across 2(N - 1) steps,
-and with more ranks than cores each extra message costs CPU that the ranks share.
+At N = 2 the segments are SEGMENT_BYTES_AT_TWO = 2 MiB. There each phase is one step, so what no other segment hides
+is a larger share: the first segment's transfer (nothing to add yet) and the last one's all-gather (nothing left to
+add); smaller segments shorten that fill and drain, at a message each. Measured on 2 cores, N = 2, with the bench's
+method, ring / built-in busbw (medians of paired ratios at 4, 8, 16, 32, 64 MB), other implementations interleaved
+in the same runs, on a quiet machine (the built-in took 39-51 ms at 64 MB, 77 ms in one run):
 
-Measured with the bench's own method, N = 2, both rings in the same runs (six runs, the ranks at real-time priority,
-`chrt -r 1`, so that the other jobs on the 2 shared cores wait), ring / built-in busbw at 4, 8, 16, 32, 64 MB. The
-machine switched between two states in which the built-in took 26-28 ms or 55-56 ms at 64 MB (the ring 33-36 or
-43-45 ms). In the fast state: 4 MiB segments 0.84-0.87, 0.73-0.77, 0.78-0.82, 0.78-0.81, 0.76-0.77; these segments
-0.82-0.87, 0.80-0.86, 0.83-0.84, 0.74-0.80, 0.77-0.78. In the slow state: 4 MiB segments 0.73-0.76, 0.81-0.85,
-0.98-1.09, 1.10-1.28, 1.23-1.29; these segments 0.83-0.84, 1.05-1.08, 1.16-1.23, 1.19-1.29, 1.24-1.26. So the
-smaller segments gain at 4-16 MB and change nothing above; in the fast state the built-in stays ahead at every size
-(its CPU per call is lower: in a `perf` profile at 64 MB the ring's I/O thread spent 57 % more samples copying the
-same received bytes, which land in a buffer as large as a chunk, 32 MiB, that the cache does not hold).
+- six `make bench` runs after this change, in the bench's balanced order (bench_common.interleaving; before it, the
+  ring always ran right after the built-in, which cost it 3-8 %): median over sizes 0.92, 0.90, 0.96, 1.02, 0.85,
+  0.94; per size 0.72-0.83 at 4 MB, 0.82-1.13 at 8-64 MB;
+- with nine implementations interleaved (three more rings), this ring 0.82-0.88 against 0.78-0.85 for the previous
+  design (every reduce-scatter group posted at once, into a buffer as large as a chunk, with 1-4 MiB segments: at
+  64 MB 0.74-0.77 against 0.86-0.92), which also held a chunk, M/2 bytes, of memory more per call. With few
+  implementations interleaved the two are within the noise of each other (paired ratios move by 0.05-0.1 from run
+  to run); 3, 4 and 8 buffers, and 1, 3 and 4 MiB segments, were not better.
+
+So on a quiet 2-core machine this ring is about as fast as Gloo's own from 8 MB up, and slower at 4 MB.
+(In the machine's slow state, where the built-in took 55 ms at 64 MB, the previous design measured 1.05-1.29 at
+8-64 MB; this one was not measured there.) Where the time goes, from `perf` at 64 MB (40 calls): both move the same
+bytes through the same socket, and copying them in and out is most of either's CPU time. That costs this ring about
+what it costs the built-in (samples in the kernel's copies: received 2372 against 1970-2224, sent 2073 against
+2229-2519; the previous design 2715-3604 and 2609-3467, its received bytes landing in a 32 MiB buffer that the cache
+does not hold). Gloo writes a send in the thread that posts it when the peer's "receive posted" notice has already
+arrived, else its I/O thread does: the ring's main thread writes about a third of its sends, the built-in's work
+thread about 45 %. What the ring pays on top is Python, about 0.2 ms of CPU per call (main-thread CPU per call at
+4 KB: 276 us against the built-in's 66 us), 5-7 % of a 4 MB all-reduce.
 """
 
 from __future__ import annotations
@@ -62,12 +71,11 @@ from torch import nn
 from nbplumbing.cells import meta, parse_cell, source
 from utils.memory import scratch
 
-__all__ = ["SEGMENT_BYTES", "bucketed_ddp", "naive_all_reduce", "preload", "ring_all_reduce", "segment_for",
-           "tree_all_reduce"]
+__all__ = ["SEGMENT_BYTES", "SEGMENT_BYTES_AT_TWO", "bucketed_ddp", "naive_all_reduce", "preload", "ring_all_reduce",
+           "segment_for", "tree_all_reduce"]
 
 SEGMENT_BYTES = 4 << 20  # Gloo's own ring uses 1 MiB; from Python each message costs more (see above)
-PIECES_AT_TWO = 4  # at N = 2, segments per chunk at least (the pipeline's fill and drain: see above)
-MIN_SEGMENT_BYTES = 1 << 20  # ... but none smaller than Gloo's own segments
+SEGMENT_BYTES_AT_TWO = 2 << 20  # at N = 2 (see above)
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 LAB02_SOLUTION = SOLUTIONS / "02_ring_allreduce" / "ring_allreduce.ipynb"
 LAB04_SOLUTION = SOLUTIONS / "04_bucketed_ddp" / "bucketed_ddp.ipynb"
@@ -112,22 +120,14 @@ def preload() -> None:
     bucketed_ddp()
 
 
-def segment_for(numel: int, element_size: int, world: int) -> int:
-    """The largest message, in bytes, of the benchmark's ring for a tensor of `numel` elements on `world` ranks.
+def segment_for(world: int) -> int:
+    """The largest message, in bytes, of the benchmark's ring on `world` ranks: SEGMENT_BYTES, at N = 2
+    SEGMENT_BYTES_AT_TWO, but never above SEGMENT_BYTES (which the tests shrink, to cut chunks into many pieces).
 
-    SEGMENT_BYTES; at N = 2 less, so that every chunk goes in at least PIECES_AT_TWO segments, but not below
-    MIN_SEGMENT_BYTES (never above SEGMENT_BYTES). A 4 MB float32 tensor on 2 ranks: chunks of 2 MiB in 1 MiB
-    segments; 64 MB: chunks of 32 MiB in 4 MiB segments.
-
-    >>> [segment_for(n << 20, 4, 2) >> 10 for n in (1, 2, 4, 8, 16)]  # KiB, for tensors of 4, 8, 16, 32, 64 MB
-    [1024, 1024, 2048, 4096, 4096]
-    >>> segment_for(4 << 20, 4, 3) >> 10, segment_for(1000, 8, 2) >> 10
-    (4096, 1024)
+    >>> segment_for(2) >> 10, segment_for(3) >> 10  # KiB
+    (2048, 4096)
     """
-    if world != 2:
-        return SEGMENT_BYTES
-    chunk = -(-numel // world) * element_size  # the longest chunk's bytes
-    return min(SEGMENT_BYTES, max(MIN_SEGMENT_BYTES, -(-chunk // PIECES_AT_TWO)))
+    return min(SEGMENT_BYTES, SEGMENT_BYTES_AT_TWO) if world == 2 else SEGMENT_BYTES
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> None:
@@ -137,8 +137,8 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
     the world size. Per rank it sends 2(N-1) chunks of about numel/N elements, each cut into equal segments.
     Example, N = 3: tensor = [r, r] on rank r -> [3, 3] on every rank.
     """
-    segment = segment_for(tensor.numel(), tensor.element_size(), dist.get_world_size())
-    _lab02("pipelined_ring_all_reduce")(tensor, segment)  # read at each call: a benchmark may change SEGMENT_BYTES
+    # segment_for reads SEGMENT_BYTES at each call: a benchmark or a test may change it.
+    _lab02("pipelined_ring_all_reduce")(tensor, segment_for(dist.get_world_size()))
 
 
 def tree_all_reduce(tensor: torch.Tensor) -> None:

@@ -15,6 +15,7 @@ No timing assertions: the performance target is the benchmark's verdict, read by
 
 from __future__ import annotations
 
+import collections
 import csv
 import math
 import subprocess
@@ -29,6 +30,7 @@ import benchmark.reference as reference
 from benchmark import bench_ddp
 from benchmark.bench import COLUMNS, crowding_note, parse_size, rows_for, verdict
 from benchmark.bench import IMPLS as BENCH_IMPLS
+from benchmark.bench_common import interleaving
 from utils.halving_doubling import halving_doubling_all_reduce
 from utils.launch import launch
 from utils.p2p_ledger import Ledger
@@ -108,10 +110,23 @@ def _sends(numel: int) -> list[int]:
 
 
 def test_the_ring_cuts_chunks_into_pieces_of_segment_for_at_two_ranks_only() -> None:
-    """A 4 MiB tensor: at N = 2 its chunks of 2 MiB go in two 1 MiB segments (segment_for), so 4 sends per rank; at
-    N = 4 its chunks of 1 MiB go whole, one send per step (6)."""
-    assert launch(_sends, 2, 1 << 20, timeout=60) == [[1 << 20] * 4] * 2
-    assert launch(_sends, 4, 1 << 20, timeout=60) == [[1 << 20] * 6] * 4
+    """An 8 MiB tensor: at N = 2 its chunks of 4 MiB go in two 2 MiB segments (segment_for), so 4 sends per rank; at
+    N = 4 its chunks of 2 MiB go whole, one send per step (6)."""
+    assert launch(_sends, 2, 2 << 20, timeout=60) == [[2 << 20] * 4] * 2
+    assert launch(_sends, 4, 2 << 20, timeout=60) == [[2 << 20] * 6] * 4
+
+
+@pytest.mark.parametrize("count", range(2, 8))
+def test_every_implementation_runs_right_after_every_other_equally_often(count: int) -> None:
+    """Over a cycle of repetitions (count of them, 2 * count for an odd count), each a permutation: a plain rotation
+    fails this (b runs right after a in all but one of its repetitions, never a right after b)."""
+    names = [f"impl{i}" for i in range(count)]
+    neighbours: collections.Counter = collections.Counter()
+    for repetition in range(2 * count if count % 2 else count):
+        order = interleaving(names, repetition)
+        assert sorted(order) == names
+        neighbours.update(zip(order, order[1:], strict=False))
+    assert len(neighbours) == count * (count - 1) and len(set(neighbours.values())) == 1
 
 
 def test_quick_benchmark_writes_a_consistent_csv_and_a_png(tmp_path: Path) -> None:

@@ -98,7 +98,8 @@ def _posted_before_the_first_wait() -> int:
     return ledger.waits[0][0]  # how many messages were posted when the rank first waited
 
 
-def test_the_pipelined_ring_on_two_ranks_posts_every_reduce_scatter_group_before_waiting() -> None:
-    """At N = 2 the groups are posted ahead: 7 segments, so 7 sends and 7 receives before the first wait (a ring that
-    waits for each group before posting the next, or keeps two in flight, has posted 2 or 4)."""
-    assert launch(_posted_before_the_first_wait, 2, timeout=30) == [14, 14]
+def test_the_pipelined_ring_on_two_ranks_keeps_two_reduce_scatter_groups_ahead() -> None:
+    """At N = 2 two groups are posted ahead, one per receive buffer: 7 segments, yet 2 sends and 2 receives before the
+    first wait (a ring that waits for each group before posting the next has posted 2 messages; one that posts every
+    reduce-scatter group at once, into a buffer as large as a chunk, 14)."""
+    assert launch(_posted_before_the_first_wait, 2, timeout=30) == [4, 4]
