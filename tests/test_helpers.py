@@ -1,5 +1,5 @@
 """utils.testdata, memory, checks and timing: exact test data, byte counts, the value-error check, the time budget of
-a derivation, repetition counts and the log-space fit.
+a derivation, repetition counts, the log-space fit and measuring again until a fit resolves.
 
 Pure Python, no processes: well under a second. The timing helpers run in every lab 02 grading.
 """
@@ -10,15 +10,17 @@ import functools
 import itertools
 import signal
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
+from utils import timing
 from utils.checks import raises_value_error, slowdown
 from utils.memory import chunk_bytes, nbytes
 from utils.testdata import DTYPES, sample
-from utils.timing import fit_alpha_beta_log, iters_for
+from utils.timing import fit_alpha_beta_log, iters_for, until_resolved
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -98,3 +100,29 @@ def test_log_fit_recovers_exact_lines_and_is_unbiased_under_lognormal_noise() ->
     for sizes, times in [([1, 2], [1.0]), ([4, 4], [1.0, 2.0]), ([1, 2], [1.0, 0.0])]:
         with pytest.raises(ValueError):
             fit_alpha_beta_log(sizes, times)
+
+
+def test_until_resolved_measures_again_until_a_result_and_then_says_what_is_unresolved(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unresolved attempts (a str) print a line each and are tried again; a result ends it; no attempt starts after
+    the time limit, and the last str ends the error; an exception of an attempt is not retried."""
+    now = [0.0]  # a clock that each attempt moves 10 s on
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def attempt(outcomes: list) -> object:
+        now[0] += 10
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    assert until_resolved(functools.partial(attempt, ["beta = -1e-10", "beta = 0", (5e-5, 5e-10)]), 60) == (5e-5, 5e-10)
+    assert capsys.readouterr().out.splitlines() == ["attempt 1 (10 s): beta = -1e-10; measuring again",
+                                                    "attempt 2 (20 s): beta = 0; measuring again"]
+    now[0] = 0.0
+    with pytest.raises(RuntimeError, match=r"^after 2 attempts in 20 s .* too busy.* The last attempt: beta = 0$"):
+        until_resolved(functools.partial(attempt, ["beta = -1", "beta = 0", (1.0, 1.0)]), 15)
+    outcomes = [ZeroDivisionError("a wrong fit"), (1.0, 1.0)]
+    with pytest.raises(ZeroDivisionError):
+        until_resolved(functools.partial(attempt, outcomes), 60)
+    assert outcomes == [(1.0, 1.0)]

@@ -1,11 +1,14 @@
-"""Timing: one call and one ring step on N ranks, steps timed in turns, lab 00's ping-pong, the alpha-beta fit.
+"""Timing: one call and one ring step on N ranks, steps timed in turns, lab 00's ping-pong, the alpha-beta fit,
+and measuring again until a busy machine's timings resolve.
 
-    from utils.timing import fit_alpha_beta_log, interleaved_times, iters_for, ping_pong_time, shift_time, time_call
+    from utils.timing import (fit_alpha_beta_log, interleaved_times, iters_for, ping_pong_time, shift_time,
+                              time_call, until_resolved)
 
     time_call(dist.all_reduce, x)                    # seconds, all ranks starting together
     shift_time(2**20, iters=10)                      # one ring step of 1 MiB per rank, on every rank
     interleaved_times({"a": f, "b": g}, 5)           # {"a": [five times in s], "b": [...]}: the steps in turns
     alpha, beta = fit_alpha_beta_log(sizes, times)   # t(n) = alpha + beta n, a relative fit
+    alpha, beta = until_resolved(attempt, 40)        # attempt() again (it pools) until it returns a fit, 40 s at most
 
 Every clock reading follows utils.launch.synchronize(device): on a GPU a call returns before its work is done.
 Two of these are an earlier lab's answers, handed out on purpose to the labs that measure with them
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -26,7 +29,10 @@ import torch.distributed as dist
 
 from utils.launch import rank_device, synchronize
 
-__all__ = ["fit_alpha_beta_log", "interleaved_times", "iters_for", "ping_pong_time", "shift_time", "time_call"]
+__all__ = ["fit_alpha_beta_log", "interleaved_times", "iters_for", "ping_pong_time", "shift_time", "time_call",
+           "until_resolved"]
+
+T = TypeVar("T")
 
 
 def iters_for(nbytes: int, budget: int, lowest: int, highest: int) -> int:
@@ -141,3 +147,29 @@ def fit_alpha_beta_log(sizes: Sequence[float], times: Sequence[float], steps: in
         if np.all(np.abs(step) <= 1e-12 * np.abs(x)):
             break
     return float(x[0]), float(x[1])
+
+
+def until_resolved(attempt: Callable[[], T | str], within_s: float) -> T:
+    """Call attempt() until it returns a result rather than a str; start no attempt after `within_s` seconds.
+
+    attempt() measures once more, pooling with what it measured before (the fastest of more repeats is less
+    disturbed), and returns its result, or a str that says what the timings do not resolve yet. On a busy machine
+    the small messages' times scatter with the load, and a fit through them can come out with alpha < 0 or
+    beta <= 0; a burst of load passes, so measuring for longer resolves what measuring three times did not. Each
+    unresolved attempt prints a line (the progress); an exception of attempt() ends it at once.
+
+    Raises:
+        RuntimeError: attempt() still returned a str after `within_s` seconds; the message ends with that str.
+    """
+    start, number = time.perf_counter(), 0
+    while True:
+        number += 1
+        outcome = attempt()
+        if not isinstance(outcome, str):
+            return outcome
+        waited = time.perf_counter() - start
+        if waited >= within_s:
+            raise RuntimeError(f"after {number} attempts in {waited:.0f} s the timings still do not resolve alpha and "
+                               "beta: the machine is too busy. Close other programs (or wait for other jobs to end) "
+                               f"and run this cell again. The last attempt: {outcome}")
+        print(f"attempt {number} ({waited:.0f} s): {outcome}; measuring again", flush=True)
