@@ -20,39 +20,46 @@ notebook's own setup cell: the names that cell imports, so an import added there
 other statements, such as torch.set_num_threads, are left out: they would change the benchmark's process). The ring,
 like Gloo's own, sends every chunk in segments, each going on to the right as soon as it has arrived and been
 reduced, so that sending one segment overlaps receiving and reducing the next, across step boundaries too. At N = 2,
-where both neighbours are one rank, each segment's send and receive go as one group (NCCL's rule: lab 02, exercise
-2.6), two reduce-scatter groups posted ahead, one per receive buffer (the same two buffers as at N >= 3): segment
-k's all-gather group travels while segment k + 1 arrives and is added. Gloo's segments are 1 MiB; ours are up to
-SEGMENT_BYTES = 4 MiB, because from Python every message costs far more: posting one isend or irecv takes 50-100 us
-of CPU on a 2-core machine (measured), against the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs
-on 2 cores (ring / built-in busbw, median over 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB
-0.91-0.98 (four to six runs each).
+where both neighbours are one rank, each direction goes on a process group of its own (utils.launch.one_way_groups:
+on Gloo a TCP connection each, on NCCL a communicator each), every rank posting each segment's two operations in one
+order, the 0 -> 1 group's first (NCCL's rule for two communicators, which utils.nccl_rules checks), two
+reduce-scatter segments ahead, one per receive buffer (the same two buffers as at N >= 3): segment k's all-gather
+travels while segment k + 1 arrives and is added. Gloo's segments are 1 MiB; ours are up to SEGMENT_BYTES = 4 MiB,
+because from Python every message costs far more: posting one isend or irecv takes 50-100 us of CPU on a 2-core
+machine (measured), against the ~1 ms that 1 MiB takes on the wire there. Full `make bench` runs on 2 cores (ring /
+built-in busbw, median over 4-64 MB, N = 3): segments of 1 MiB 0.77-0.87, 3 MiB 0.90-0.95, 4 MiB 0.91-0.98 (four to
+six runs each).
 
-At N = 2 the segments are SEGMENT_BYTES_AT_TWO = 2 MiB. There each phase is one step, so what no other segment hides
-is a larger share: the first segment's transfer (nothing to add yet) and the last one's all-gather (nothing left to
-add); smaller segments shorten that fill and drain, at a message each. Measured on 2 cores, N = 2, with the bench's
-method, ring / built-in busbw (medians of paired ratios at 4, 8, 16, 32, 64 MB), other implementations interleaved
-in the same runs, on a quiet machine (the built-in took 39-51 ms at 64 MB, 77 ms in one run):
+At N = 2 the segments are SEGMENT_BYTES_AT_TWO = 2 MiB: each phase is one step there, so the pipeline's fill and
+drain (the first segment's transfer, the last one's all-gather) are a larger share, and smaller segments shorten
+them, at a message each. Why two connections: the edition before the fourth had them (two one-way groups, but each
+rank posting its sends first, which NCCL can deadlock on) and measured 1.27 against the built-in at N = 2; the
+fourth posted each segment's send and receive as one group on the default group, one connection, and measured
+about 0.9. Measured on 2 cores, N = 2, with the bench's method (medians of paired ratios at 4, 8, 16, 32, 64 MB), on
+a quiet machine, the older rings interleaved in the same runs:
 
-- six `make bench` runs after this change, in the bench's balanced order (bench_common.interleaving; before it, the
-  ring always ran right after the built-in, which cost it 3-8 %): median over sizes 0.92, 0.90, 0.96, 1.02, 0.85,
-  0.94; per size 0.72-0.83 at 4 MB, 0.82-1.13 at 8-64 MB;
-- with nine implementations interleaved (three more rings), this ring 0.82-0.88 against 0.78-0.85 for the previous
-  design (every reduce-scatter group posted at once, into a buffer as large as a chunk, with 1-4 MiB segments: at
-  64 MB 0.74-0.77 against 0.86-0.92), which also held a chunk, M/2 bytes, of memory more per call. With few
-  implementations interleaved the two are within the noise of each other (paired ratios move by 0.05-0.1 from run
-  to run); 3, 4 and 8 buffers, and 1, 3 and 4 MiB segments, were not better.
+- that old ring, unchanged: 1.06-1.29 (twelve runs); the same ring on the default group, one connection: 0.93-0.96
+  (four runs). The second connection is worth 0.15-0.2 to that ring, whose sends are all posted at once, and about
+  0.04 to this one, whose sends the one-order rule keeps in step with the peer's receives (posted all at once, they
+  would need the peer to post as many receives first);
+- this ring against the previous design (one connection, two groups of operations posted ahead), seven runs: 0.96
+  against 0.96, 0.89, 0.90, 0.95; 0.96, 0.98, 0.95 against 0.90, 0.95, 0.89: ahead by 0-0.07, 0.04 on average;
+  posting every reduce-scatter operation at once into a chunk-sized buffer, in the one order, was no better;
+- four full `make bench` runs: 0.89, 1.00, 0.93, 0.95 (the previous design's six: 0.85-1.02). Issue #45's 1.0 in
+  three runs of three is not met.
 
-So on a quiet 2-core machine this ring is about as fast as Gloo's own from 8 MB up, and slower at 4 MB.
-(In the machine's slow state, where the built-in took 55 ms at 64 MB, the previous design measured 1.05-1.29 at
-8-64 MB; this one was not measured there.) Where the time goes, from `perf` at 64 MB (40 calls): both move the same
-bytes through the same socket, and copying them in and out is most of either's CPU time. That costs this ring about
-what it costs the built-in (samples in the kernel's copies: received 2372 against 1970-2224, sent 2073 against
-2229-2519; the previous design 2715-3604 and 2609-3467, its received bytes landing in a 32 MiB buffer that the cache
-does not hold). Gloo writes a send in the thread that posts it when the peer's "receive posted" notice has already
-arrived, else its I/O thread does: the ring's main thread writes about a third of its sends, the built-in's work
-thread about 45 %. What the ring pays on top is Python, about 0.2 ms of CPU per call (main-thread CPU per call at
-4 KB: 276 us against the built-in's 66 us), 5-7 % of a 4 MB all-reduce.
+Why `make bench` shows less than the pairs above: its other implementations (tree, naive, halving) all talk on the
+default group, as the built-in does, and an implementation on a group of its own is measured after them with that
+group idle. Gloo's own all-reduce on a second group measured 0.84-0.89 of itself on the default group (medians of
+six runs) with those three interleaved, 0.91 and 1.00 without them (two runs); a barrier on that group rather than
+the default one before each call did not change it. An untimed call of each implementation before its timed one
+moved this ring's median to 1.01, 0.93, 0.98 (three runs): not adopted.
+
+Where the time goes at N = 2 (previous design, `perf` at 64 MB, 40 calls): both move the same bytes, and copying
+them in and out is most of either's CPU time, which cost that ring about what it costs the built-in (samples in the
+kernel's copies: received 2372 against 1970-2224, sent 2073 against 2229-2519). What the ring pays on top is Python,
+about 0.2 ms of CPU per call (main-thread CPU per call at 4 KB: 276 us against the built-in's 66 us), 5-7 % of a
+4 MB all-reduce.
 """
 
 from __future__ import annotations

@@ -183,6 +183,31 @@ def test_nccl_has_no_tags_so_messages_posted_out_of_order_are_refused() -> None:
         launch(_tags_out_of_order, 2, timeout=30, emulate="nccl")
 
 
+def _one_way_exchange(sends_first: bool) -> bool:
+    """Ranks 0 and 1 swap tensors on two groups, one per direction. Each rank posts its send first (`sends_first`:
+    rank 0's first entry is on the 0 -> 1 group, rank 1's on the 1 -> 0 group) or, on both, the 0 -> 1 group's
+    operation first (rank 0's send, rank 1's receive) and then the other's."""
+    rank, peer = dist.get_rank(), 1 - dist.get_rank()
+    one_way = [dist.new_group(), dist.new_group()]  # [0 -> 1, 1 -> 0], made by both ranks in this order
+    outgoing, incoming = torch.full((3,), float(rank)), torch.empty(3)
+    post = [lambda: dist.isend(outgoing, peer, group=one_way[rank]),
+            lambda: dist.irecv(incoming, peer, group=one_way[peer])]
+    if not sends_first and rank == 1:
+        post.reverse()
+    for request in [p() for p in post]:
+        request.wait()
+    return torch.equal(incoming, torch.full((3,), float(peer)))
+
+
+def test_two_groups_are_refused_in_different_orders_and_run_in_one() -> None:
+    """Two one-way groups are two NCCL communicators: posted in one order on both ranks they run; each rank's send
+    first (both run on Gloo) is refused with the entry and the groups named."""
+    assert launch(_one_way_exchange, 2, False, timeout=30, emulate="nccl") == [True, True]
+    assert launch(_one_way_exchange, 2, True, timeout=30) == [True, True]
+    with pytest.raises(RankFailedError, match="post on two groups in different orders: entry 0 between them is on"):
+        launch(_one_way_exchange, 2, True, timeout=30, emulate="nccl")
+
+
 def _send_then_late_receive(delay: float) -> float | None:
     """Rank 1 posts its receive `delay` later; rank 0: how long its send took, as a share of the whole exchange."""
     if dist.get_rank() == 1:

@@ -68,13 +68,15 @@ from utils.nccl_rules import emulating
 from utils.rank_files import OutputRelay, Ranks, load_result, log_path, save_result
 from utils.timeouts import LAUNCH_S, process_group_s
 
-__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "rank_device", "slurm_rank_environment",
+__all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "one_way_groups", "rank_device",
+           "slurm_rank_environment",
            "synchronize"]
 
 _HOST = "127.0.0.1"
 _FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others get to fail on their own (and say why)
 _POLL_S = 0.05
 _STARTED_BY = "COURSE_RANKS_STARTED_BY"  # "srun": slurm_rank_environment made this process a rank of a group
+_ONE_WAY: dict[int, tuple[Any, list[Any]]] = {}  # one_way_groups(): id(default group) -> (it, its two groups)
 
 
 def launch(
@@ -246,6 +248,20 @@ def rank_device() -> torch.device:
     if dist.is_initialized() and _uses_gpus(str(dist.get_backend())):
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank())))
     return torch.device("cpu")
+
+
+def one_way_groups() -> list[dist.ProcessGroup]:
+    """Two process groups of all the default group's ranks, made once per default group and kept: at N = 2, group
+    i for the messages that rank i sends, [0 -> 1, 1 -> 0].
+
+    Each group has connections of its own (a TCP connection per pair of ranks on Gloo, a communicator on NCCL), so
+    the two directions' messages do not share one. Every rank must call it at the same point the first time:
+    dist.new_group is a collective.
+    """
+    world = dist.group.WORLD
+    if id(world) not in _ONE_WAY:  # the entry keeps `world` alive: its id cannot be reused
+        _ONE_WAY[id(world)] = (world, [dist.new_group(), dist.new_group()])
+    return _ONE_WAY[id(world)][1]
 
 
 def synchronize(device: torch.device) -> None:

@@ -23,13 +23,18 @@ own, every operation of that queue fails with NcclOrderError (the ranks, the pee
 both ranks irecv then isend to each other, ungrouped; both ranks send first. A hang the watchdog cannot prove
 (a cycle through several queues, a receive that no rank posts) ends in the launch's RankHangError.
 
+Two groups are two communicators, two queues here. NCCL asks that operations on different communicators be posted in
+one order on every rank: a GPU need not run two communicators' kernels at once, so a rank whose first operation is
+on one communicator and a peer whose first is on the other can wait for each other for ever. The emulation checks it
+per pair of ranks: once a rank has posted operations with a peer on more than one group, the sequence of groups of
+its entries with that peer (an entry: one call's operations with that peer) must be the peer's sequence with it,
+entry by entry; the first difference fails the posting call with NcclOrderError. (Per pair only: a cycle through
+three ranks' communicators is not checked.)
+
 What the model assumes: one queue per pair of ranks and group, as ungrouped operations have in ProcessGroupNCCL.
 In torch 2.13 a batch_isend_irecv runs on the group's own communicator (the one its collectives use), not the
 pair's: the emulation puts it in the pair's queue all the same, which is stricter than NCCL where grouped and
-ungrouped operations with one peer are mixed, and the course never mixes them. Two groups are two queues here, each
-checked alone: NCCL also asks that operations on different communicators be posted in one order on every rank, which
-the emulation does not check (so lab 02's pipelined ring talks to its one neighbour at N = 2 on one group, in
-groups of operations). Only the five functions above
+ungrouped operations with one peer are mixed, and the course never mixes them. Only the five functions above
 follow the rules; collectives, and what torch calls internally (send_object_list), run on Gloo as usual.
 """
 
@@ -235,6 +240,7 @@ class NcclRules(Recorder):
 
     def __init__(self) -> None:
         self._queues: dict[tuple[str, int], _Queue] = {}
+        self._groups_with: dict[int, list[str]] = {}  # peer -> the group of each entry posted with it, in order
         self._lock = threading.Lock()
         self._store = distributed_c10d._get_default_store()
         self._stop = threading.Event()
@@ -307,7 +313,32 @@ class NcclRules(Recorder):
         by_queue: dict[tuple[str, int], list[_Op]] = {}
         for op in ops:
             by_queue.setdefault((op.group.group_name, op.peer), []).append(op)
+        for group_name, peer in by_queue:
+            self._check_group_order(group_name, peer)
         return [self._queue(ops[0].group, key).post(ops) for key, ops in by_queue.items()]
+
+    def _check_group_order(self, group_name: str, peer: int) -> None:
+        """Record an entry with `peer` on `group_name`; once more than one group is in use with that peer, publish
+        this rank's sequence of groups and compare it with the peer's (module docstring). Raises NcclOrderError."""
+        with self._lock:
+            mine = self._groups_with.setdefault(peer, [])
+            mine.append(group_name)
+            if len(set(mine)) < 2:
+                return
+            me, sequence = dist.get_rank(), list(mine)
+        self._store.set(f"nccl_rules/order/{me}->{peer}", json.dumps(sequence))
+        their_key = f"nccl_rules/order/{peer}->{me}"
+        if not self._store.check([their_key]):
+            return  # the peer compares when it posts on a second group
+        theirs = json.loads(self._store.get(their_key))
+        for n, (my_group, their_group) in enumerate(zip(sequence, theirs, strict=False)):  # the common prefix
+            if my_group != their_group:
+                raise NcclOrderError(
+                    f"ranks {me} and {peer} post on two groups in different orders: entry {n} between them is on "
+                    f"group {my_group!r} on rank {me} and on group {their_group!r} on rank {peer}. Each group is a "
+                    "communicator of its own, and a GPU need not run two at once: NCCL asks that operations on "
+                    "different communicators be posted in one order on every rank (post both ranks' operations on "
+                    "one group first, then the other's, in the same sequence).")
 
     def _queue(self, group: Any, key: tuple[str, int]) -> _Queue:
         with self._lock:

@@ -63,43 +63,54 @@ def test_a_bisection_on_hand_written_formulas_is_refused() -> None:
         run_crossover_test(BISECTION)
 
 
-def pipelined_ring(grouped_at_two: bool) -> Callable[[torch.Tensor, int], None]:
-    """Exercise 2.6's solution as graded (its setup cell first), or the same ring without its N = 2 branch, whose
-    sends and receives with the one neighbour are then posted apart."""
+# Exercise 2.6's solution changed at N = 2: its branch taken out (the sends and receives with the one neighbour then
+# go apart on one group), or each rank posting its send first on the two one-way groups (rank 0's first operation is
+# then on the 0 -> 1 group, rank 1's on the 1 -> 0 group).
+MUTANTS = {"one queue": ("    if world == 2:\n", "    if False:  # the N = 2 branch, taken out\n"),
+           "own order": ("for g in sorted(calls)]", "for g in calls]")}
+
+
+def pipelined_ring(mutant: str | None = None) -> Callable[[torch.Tensor, int], None]:
+    """Exercise 2.6's solution as graded (its setup cell first), or one of MUTANTS."""
     by_id = cells(json.loads(solution_notebook(ASSIGNMENT).read_text()))
     exercise = source(by_id["pipelined_ring_all_reduce"])
-    if not grouped_at_two:
-        branch = "    if world == 2:\n"
-        assert exercise.count(branch) == 1
-        exercise = exercise.replace(branch, "    if False:  # the grouped exchange, taken out\n")
+    if mutant is not None:
+        original, changed = MUTANTS[mutant]
+        assert exercise.count(original) == 1, mutant
+        exercise = exercise.replace(original, changed)
     namespace = {"__name__": "lab02_pipelined_ring"}
     for code in (source(by_id["setup"]), exercise):
         exec(compile(code, ASSIGNMENT, "exec"), namespace)  # noqa: S102 (the course's own cells)
     return namespace["pipelined_ring_all_reduce"]
 
 
-def _sums_on_two_ranks(grouped_at_two: bool) -> bool:
+def _sums_on_two_ranks(mutant: str | None) -> bool:
     tensor = torch.arange(37, dtype=torch.float64) * (dist.get_rank() + 1)
-    pipelined_ring(grouped_at_two)(tensor, 24)  # 3 elements a segment: 7 segments per chunk
+    pipelined_ring(mutant)(tensor, 24)  # 3 elements a segment: 7 segments per chunk
     return torch.equal(tensor, torch.arange(37, dtype=torch.float64) * 3)
 
 
-def test_the_pipelined_ring_on_two_ranks_runs_under_nccl_rules_only_grouped() -> None:
-    assert launch(_sums_on_two_ranks, 2, True, timeout=30, emulate="nccl") == [True, True]
-    assert launch(_sums_on_two_ranks, 2, False, timeout=30) == [True, True]  # right on plain Gloo
-    with pytest.raises(RankFailedError, match="NCCL would hang here: ranks 0 and 1 wait for each other"):
-        launch(_sums_on_two_ranks, 2, False, timeout=30, emulate="nccl")
+@pytest.mark.parametrize(("mutant", "refused"), [
+    ("one queue", "NCCL would hang here: ranks 0 and 1 wait for each other"),
+    ("own order", "ranks [01] and [01] post on two groups in different orders: entry 0 between them is on group")])
+def test_the_pipelined_ring_on_two_ranks_runs_under_nccl_rules_only_one_way_in_one_order(mutant: str,
+                                                                                       refused: str) -> None:
+    """The solution runs under NCCL's rules at N = 2; each mutant is right on plain Gloo and refused under them."""
+    assert launch(_sums_on_two_ranks, 2, None, timeout=30, emulate="nccl") == [True, True]
+    assert launch(_sums_on_two_ranks, 2, mutant, timeout=30) == [True, True]
+    with pytest.raises(RankFailedError, match=refused):
+        launch(_sums_on_two_ranks, 2, mutant, timeout=30, emulate="nccl")
 
 
 def _posted_before_the_first_wait() -> int:
     tensor = torch.arange(37, dtype=torch.float64)
     with Ledger() as ledger:
-        pipelined_ring(grouped_at_two=True)(tensor, 24)  # 7 segments per chunk
+        pipelined_ring()(tensor, 24)  # 7 segments per chunk
     return ledger.waits[0][0]  # how many messages were posted when the rank first waited
 
 
-def test_the_pipelined_ring_on_two_ranks_keeps_two_reduce_scatter_groups_ahead() -> None:
-    """At N = 2 two groups are posted ahead, one per receive buffer: 7 segments, yet 2 sends and 2 receives before the
-    first wait (a ring that waits for each group before posting the next has posted 2 messages; one that posts every
-    reduce-scatter group at once, into a buffer as large as a chunk, 14)."""
+def test_the_pipelined_ring_on_two_ranks_keeps_two_reduce_scatter_segments_ahead() -> None:
+    """At N = 2 two reduce-scatter segments are posted ahead, one per receive buffer: 7 segments, yet 2 sends and 2
+    receives before the first wait (a ring that waits for each segment before posting the next has posted 2
+    messages; one that posts every reduce-scatter segment at once, into a buffer as large as a chunk, 14)."""
     assert launch(_posted_before_the_first_wait, 2, timeout=30) == [4, 4]
