@@ -69,8 +69,7 @@ from utils.rank_files import OutputRelay, Ranks, load_result, log_path, save_res
 from utils.timeouts import LAUNCH_S, process_group_s
 
 __all__ = ["LaunchError", "RankFailedError", "RankHangError", "launch", "one_way_groups", "rank_device",
-           "slurm_rank_environment",
-           "synchronize"]
+           "slurm_rank_environment", "synchronize"]
 
 _HOST = "127.0.0.1"
 _FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others get to fail on their own (and say why)

@@ -337,8 +337,9 @@ class NcclRules(Recorder):
                     f"ranks {me} and {peer} post on two groups in different orders: entry {n} between them is on "
                     f"group {my_group!r} on rank {me} and on group {their_group!r} on rank {peer}. Each group is a "
                     "communicator of its own, and a GPU need not run two at once: NCCL asks that operations on "
-                    "different communicators be posted in one order on every rank (post both ranks' operations on "
-                    "one group first, then the other's, in the same sequence).")
+                    "different communicators be posted in one order on every rank. Post them in one sequence of "
+                    "groups on both ranks: where a rank sends on one group and receives on the other, both ranks "
+                    "put the same group's operation first.")
 
     def _queue(self, group: Any, key: tuple[str, int]) -> _Queue:
         with self._lock:
