@@ -105,14 +105,13 @@ CASES = [
     # accumulation no bucket ever looks complete, and finish launches them all at the end of backward. And the
     # dtypes are not compared across ranks (loses test_ddp_errors): a bfloat16 and a float16 replica of the same
     # shapes are wrapped without a ValueError.
-    Case("equal_terms_counts_inside_no_sync_and_no_dtype_check",
-         chain(replace("BucketedDDP", COUNTED, COUNTED_ALWAYS),
-               replace("BucketedDDP", DTYPE, "int(p.requires_grad))"),
-               replace("best_bucket_count", REGIME, "if D >= alpha:  # MUTANT: the K of equal terms whenever >= 1")),
+    Case("equal_terms_counts_inside_no_sync_and_no_dtype_check", chain(
+        replace("BucketedDDP", COUNTED, COUNTED_ALWAYS), replace("BucketedDDP", DTYPE, "int(p.requires_grad))"),
+        replace("best_bucket_count", REGIME, "if D >= alpha:  # MUTANT: the K of equal terms whenever >= 1")),
          loses={"test_ddp_overlap", "test_ddp_errors", "test_best_bucket_count"},
-         says=("best_bucket_count(C=210, M=1, alpha=1, beta=200): expected K* = 14 and T(K*) = 229 (the oracle's "
-               "best), got (10, 231), where the oracle's T is 231",
+         says=("rank 0: expected a ValueError for dtypes, got none",
                "after a micro-batch under no_sync: expected a wait after the synchronising backward under 0.5 x the ",
                "did the hook count the gradients of no_sync's backward too",
-               "rank 0: expected a ValueError for dtypes, got none")),
+               "best_bucket_count(C=210, M=1, alpha=1, beta=200): expected K* = 14 and T(K*) = 229 (the oracle's "
+               "best), got (10, 231), where the oracle's T is 231")),
 ]
