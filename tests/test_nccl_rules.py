@@ -22,7 +22,7 @@ from tests.common import source
 from tests.corpus.common import solution_notebook
 from utils.collective_calls import Call, CallRecorder
 from utils.halving_doubling import halving_doubling_all_reduce
-from utils.launch import RankFailedError, RankHangError, launch, rank_device
+from utils.launch import RankFailedError, RankHangError, launch, one_way_groups, rank_device
 from utils.nccl_rules import ENVIRONMENT, FIX, NcclRules
 from utils.p2p_ledger import ForbiddenCollectiveError, Ledger, Message
 from utils.timing import shift_time
@@ -188,7 +188,7 @@ def _one_way_exchange(sends_first: bool) -> bool:
     rank 0's first entry is on the 0 -> 1 group, rank 1's on the 1 -> 0 group) or, on both, the 0 -> 1 group's
     operation first (rank 0's send, rank 1's receive) and then the other's."""
     rank, peer = dist.get_rank(), 1 - dist.get_rank()
-    one_way = [dist.new_group(), dist.new_group()]  # [0 -> 1, 1 -> 0], made by both ranks in this order
+    one_way = one_way_groups()  # [0 -> 1, 1 -> 0]
     outgoing, incoming = torch.full((3,), float(rank)), torch.empty(3)
     post = [lambda: dist.isend(outgoing, peer, group=one_way[rank]),
             lambda: dist.irecv(incoming, peer, group=one_way[peer])]
