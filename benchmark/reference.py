@@ -49,11 +49,25 @@ a quiet machine, the older rings interleaved in the same runs:
   three runs of three is not met.
 
 Why `make bench` shows less than the pairs above: its other implementations (tree, naive, halving) all talk on the
-default group, as the built-in does, and an implementation on a group of its own is measured after them with that
-group idle. Gloo's own all-reduce on a second group measured 0.84-0.89 of itself on the default group (medians of
-six runs) with those three interleaved, 0.91 and 1.00 without them (two runs); a barrier on that group rather than
-the default one before each call did not change it. An untimed call of each implementation before its timed one
+default group, as the built-in does, and a group of its own costs an implementation there. Gloo's own all-reduce on a
+second group measured 0.84-0.89 of itself on the default group (medians of six runs) with those three interleaved,
+0.91 and 1.00 without them (two runs). Not because that group sat idle: 0.80-0.97 (16 MB, three runs) with an
+untimed call right before each timed one, and 0.90-0.96 after 40 calls of 64 MB on it first; a barrier on that group
+rather than the default one did not change it either. An untimed call of each implementation before its timed one
 moved this ring's median to 1.01, 0.93, 0.98 (three runs): not adopted.
+
+What the one-order rule costs: the old ring above, each rank posting its receives first, measured 1.04-1.08 in three
+runs of the bench's N = 2 section (`--world-sizes 2 --sizes 4M 8M 16M 32M 64M`) on a day this ring measured
+0.76-0.98 there (ten runs); paired at 16 MB, 1.22-1.28 against 0.95-1.04. Under one order, every operation is a send
+on one rank and a receive on the other, so one of the two ranks posts each segment's receive after its send, where
+the old ring posts every receive first. That this order is what costs is likely, not shown: a send whose receive is
+already posted copies the segment into the socket before isend returns (Gloo sizes the socket's buffer to the
+message), and the peer's send waits for the receive meanwhile, but each rank spends 4-8 ms of a 32 MB call inside
+isend in the old ring as in the ones below (N = 2). Tried under the rule, not enough: every reduce-scatter operation
+at once into a chunk-sized buffer, the 1 -> 0 group's first there and the all-gather's order alternating: 0.93-1.10
+in nine runs of that section, 0.98 on average, where this ring averaged 0.91 in eight of the same sessions; other
+orders, segment sizes and buffer counts (1-4 MiB, 2-3 buffers, the all-gather one segment behind to after the whole
+reduce-scatter): 0.91-1.08.
 
 Where the time goes at N = 2 (previous design, `perf` at 64 MB, 40 calls): both move the same bytes, and copying
 them in and out is most of either's CPU time, which cost that ring about what it costs the built-in (samples in the

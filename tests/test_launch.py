@@ -21,6 +21,7 @@ from nbclient import NotebookClient
 
 import utils.launch as launch_module
 from utils.launch import LaunchError, RankFailedError, RankHangError, launch, rank_device
+from utils.launch_report import SECOND_WAIT
 from utils.rank_files import DataUnpickler
 
 # A hang is reported after `timeout`, plus a few seconds to collect the stacks: bound that, loosely.
@@ -157,7 +158,22 @@ def test_deadlock_is_reported_with_both_blocking_lines_within_the_timeout(tmp_pa
     assert "torch.distributed.recv" in blocked[0] and "dist.recv(buf, src=1)" in blocked[0]
     assert "torch.distributed.recv" in blocked[1] and "dist.recv(buf, src=0)" in blocked[1]
     assert "deadlock" in str(info.value)
+    assert SECOND_WAIT not in str(info.value)  # blocked in recv, not in wait(): no word of a second wait
     _assert_all_gone(_read_pids(tmp_path))
+
+
+def test_a_second_wait_on_one_request_hangs_on_gloo_and_the_report_says_why_it_may() -> None:
+    def waits_twice() -> None:
+        peer, message = 1 - dist.get_rank(), torch.zeros(1)
+        request = dist.isend(message, peer) if dist.get_rank() == 0 else dist.irecv(message, peer)
+        request.wait()
+        request.wait()  # the message has arrived, yet on Gloo this never returns
+
+    with pytest.raises(RankHangError) as info:
+        launch(waits_twice, 2, timeout=5)
+    assert set(info.value.blocked) == {0, 1}
+    assert all("request.wait()" in where for where in info.value.blocked.values())
+    assert str(info.value).endswith(SECOND_WAIT)
 
 
 def test_a_rank_killed_mid_collective_ends_the_launch_naming_it(tmp_path: Path) -> None:

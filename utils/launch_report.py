@@ -36,8 +36,8 @@ from utils.timeouts import HANG_BUDGET, HANG_LEDGER, STACK_DUMP_S
 if TYPE_CHECKING:
     from utils.rank_files import Ranks
 
-__all__ = ["LaunchError", "RankFailedError", "RankHangError", "failure_report", "hang_budget", "hang_report",
-           "where_blocked"]
+__all__ = ["SECOND_WAIT", "LaunchError", "RankFailedError", "RankHangError", "failure_report", "hang_budget",
+           "hang_report", "where_blocked"]
 
 _DUMP_POLL_S = 0.05  # how often to look for a hung rank's stack in its stderr log
 # Frames in these folders are libraries' (torch, Python's own, utils/): a blocked rank's line is the first one outside.
@@ -178,7 +178,17 @@ def hang_report(ranks: Ranks, timeout: float, entry: str) -> tuple[str, dict[int
     lines += [f"  rank {rank}: {where}" for rank, where in blocked.items()]
     if finished:
         lines.append(f"  ({_plural(finished)} finished.)")
+    if any(_WAIT_CALL.search(where) for where in blocked.values()):
+        lines.append(SECOND_WAIT)
     return "\n".join(lines), blocked
+
+
+# A line that calls wait() on a request (a Work handle), e.g. "request.wait()" or "dist.isend(t, 1).wait()".
+_WAIT_CALL = re.compile(r"\.wait\(")
+# Measured with torch 2.13 on Gloo: a second wait() on an isend's or irecv's request, after the first returned,
+# never returns (tests/test_launch.py shows it), and nothing in the stack tells it from a message that never comes.
+SECOND_WAIT = ("A rank blocked in wait() may also be waiting a second time on one request: on Gloo, wait() on an "
+               "isend or irecv whose wait() already returned blocks forever. Wait on each request once.")
 
 
 def _collect_stacks(ranks: Ranks, hung: list[int]) -> dict[int, str]:
