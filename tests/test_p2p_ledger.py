@@ -8,7 +8,15 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 from utils.launch import RankFailedError, launch
-from utils.p2p_ledger import ForbiddenCollectiveError, Ledger, Message, Totals, UnrecordedMessageError, unrestricted
+from utils.p2p_ledger import (
+    ForbiddenCollectiveError,
+    Ledger,
+    Message,
+    SecondWaitError,
+    Totals,
+    UnrecordedMessageError,
+    unrestricted,
+)
 
 
 def _shift_right_nonblocking(numel: int) -> tuple[list[Message], Totals]:
@@ -138,6 +146,31 @@ def test_waits_and_tags_are_recorded() -> None:
     for rank, (messages, waits) in enumerate(launch(_waits_and_tags, 2)):
         assert messages == [Message("recv", 1 - rank, 12, False, 7), Message("send", 1 - rank, 12, False, 7)]
         assert waits == [(2, 1), (2, 0)]
+
+
+def _second_waits() -> list[str]:
+    """Each rank's isend and irecv, alone and in a group, each waited twice: what each second wait() raised."""
+    peer, out, inbox = 1 - dist.get_rank(), torch.ones(3), torch.empty(3)
+    refused = []
+    with Ledger():
+        singles = [dist.isend(out, peer, tag=4), dist.irecv(inbox, peer, tag=4)]
+        grouped = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, inbox, peer)])
+        for request in singles + grouped:
+            request.wait()  # the first wait: returns
+        for request in singles + grouped:
+            try:
+                request.wait()  # on Gloo, without the ledger, this would never return
+            except SecondWaitError as error:
+                refused.append(str(error).split(":")[0])
+    return refused
+
+
+def test_a_second_wait_on_one_request_is_refused_where_gloo_would_hang() -> None:
+    for rank, refused in enumerate(launch(_second_waits, 2, timeout=20)):  # a hang: RankHangError after 20 s
+        peer = 1 - rank
+        calls = [f"isend to rank {peer}, tag 4", f"irecv from rank {peer}, tag 4",  # alone, then in a group
+                 f"isend to rank {peer}, tag 0", f"irecv from rank {peer}, tag 0"]
+        assert refused == [f"wait() a second time on one request (the {call})" for call in calls]
 
 
 def _refusals(calls: dict[str, Callable[[], object]], forbid_collectives: bool = True) -> dict[str, str]:

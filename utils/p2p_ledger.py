@@ -12,7 +12,8 @@ The ledger works at three levels:
 
 - torch.distributed's send, recv, isend and irecv are swapped for versions that write down (kind, peer, bytes,
   blocking, tag) before calling the real function; the Work that isend / irecv return is wrapped so that its
-  `wait()` is written down too (`ledger.waits`), which is what utils.netsim needs to know where a step ends. A
+  `wait()` is written down too (`ledger.waits`), which is what utils.netsim needs to know where a step ends (a
+  second wait() on a request of CPU tensors raises SecondWaitError: on Gloo it would never return). A
   group (`dist.batch_isend_irecv` of `dist.P2POp`s) is recorded operation by operation, like as many isend and
   irecv calls, whenever its P2POps were made (utils.recording).
 - Every Python-visible method that moves data is swapped, for every object: those of the process group
@@ -60,7 +61,8 @@ from utils.memory import nbytes
 from utils.recording import COLLECTIVES, P2P, Recorder, Swaps, p2p_kind, swap_grouped, swap_p2p, torch_ops
 
 __all__ = [
-    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "Totals", "UnrecordedMessageError", "unrestricted",
+    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "SecondWaitError", "Totals",
+    "UnrecordedMessageError", "unrestricted",
 ]
 
 # What they all call on the process group: every method of ProcessGroup (and of Backend) that moves data, except
@@ -90,6 +92,10 @@ class ForbiddenCollectiveError(RuntimeError):
 
 class UnrecordedMessageError(RuntimeError):
     """A point-to-point call reached the process group by a name the ledger does not record."""
+
+
+class SecondWaitError(RuntimeError):
+    """wait() again on a request of a CPU tensor whose wait() had returned: on Gloo that call never returns."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +141,26 @@ def unrestricted() -> Iterator[None]:
 
 
 class _RecordedWork:
-    """A Work handle whose wait() the ledger writes down; everything else goes to the real handle."""
+    """A Work handle whose wait() the ledger writes down; everything else goes to the real handle.
 
-    def __init__(self, work: Any, ledger: Ledger, indices: list[int]):
+    A second wait() on a handle of CPU tensors raises SecondWaitError instead of hanging: on Gloo (torch 2.13), wait()
+    on an isend's or irecv's request whose wait() returned never returns (tests/test_launch.py shows it).
+    """
+
+    def __init__(self, work: Any, ledger: Ledger, indices: list[int], on_cpu: bool):
         self._work, self._ledger, self._indices = work, ledger, indices  # the messages it completes
+        self._on_cpu, self._waited = on_cpu, False
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
+        if self._waited and self._on_cpu:
+            first = self._ledger.messages[self._indices[0]]
+            peer = "any rank" if first.peer is None else f"rank {first.peer}"
+            call = f"isend to {peer}" if first.kind == "send" else f"irecv from {peer}"
+            raise SecondWaitError(f"wait() a second time on one request (the {call}, tag {first.tag}): on Gloo, "
+                                  "wait() on a request whose wait() already returned never returns. Wait on each "
+                                  "request once.")
         result = self._work.wait(*args, **kwargs)
+        self._waited = result is not False  # a wait that timed out may be tried again
         if Ledger.active() is self._ledger:
             self._ledger.waits += [(len(self._ledger.messages), index) for index in self._indices]
         return result
@@ -218,7 +237,7 @@ class Ledger(Recorder):
             self.messages.append(Message(kind, peer, nbytes(tensor), blocking, tag))
             if blocking or result is None:  # a rank outside the group gets no Work
                 return result
-            return _RecordedWork(result, self, [len(self.messages) - 1])
+            return _RecordedWork(result, self, [len(self.messages) - 1], tensor.device.type == "cpu")
 
         return record
 
@@ -237,9 +256,10 @@ class Ledger(Recorder):
             first = len(self.messages)
             self.messages += [Message(p2p_kind(op.op), op.peer, nbytes(op.tensor), False, op.tag) for op in ops]
             indices = range(first, len(self.messages))
+            on_cpu = all(op.tensor.device.type == "cpu" for op in ops)
             if len(works) == len(ops):  # one Work per operation (Gloo)
-                return [_RecordedWork(work, self, [index]) for work, index in zip(works, indices, strict=True)]
-            return [_RecordedWork(work, self, list(indices)) for work in works]  # one for the group (NCCL)
+                return [_RecordedWork(work, self, [index], on_cpu) for work, index in zip(works, indices, strict=True)]
+            return [_RecordedWork(work, self, list(indices), on_cpu) for work in works]  # one for the group (NCCL)
 
         return record
 
