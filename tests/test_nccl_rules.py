@@ -8,6 +8,7 @@ patterns, refused with the ranks and the fix; grouped operations recorded like t
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
+from torch.distributed import distributed_c10d
 
 import benchmark.reference as reference
 from tests.common import source
@@ -206,6 +208,35 @@ def test_two_groups_are_refused_in_different_orders_and_run_in_one() -> None:
     assert launch(_one_way_exchange, 2, True, timeout=30) == [True, True]
     with pytest.raises(RankFailedError, match="post on two groups in different orders: entry 0 between them is on"):
         launch(_one_way_exchange, 2, True, timeout=30, emulate="nccl")
+
+
+def _two_emulations_in_one_launch() -> bool:
+    """Two NcclRules one after the other on the same ranks and store: in the first, both ranks post the 0 -> 1
+    group's operation first; in the second, the 1 -> 0 group's, rank 1 only once rank 0 has posted both (so rank 0
+    compares first, while rank 1's sequence from the first one is all the store held under the old keys)."""
+    rank, peer = dist.get_rank(), 1 - dist.get_rank()
+    one_way, store = one_way_groups(), distributed_c10d._get_default_store()
+    swapped = []
+    for first in (0, 1):  # the index of the group whose operation both ranks post first
+        outgoing, incoming = torch.full((3,), float(rank + 10 * first)), torch.empty(3)
+        with NcclRules():
+            if first == 1 and rank == 1:
+                store.wait(["rank 0 posted"])
+            post = {rank: functools.partial(dist.isend, outgoing, peer, group=one_way[rank]),  # the emulated ones
+                    peer: functools.partial(dist.irecv, incoming, peer, group=one_way[peer])}
+            requests = [post[first](), post[1 - first]()]
+            if first == 1 and rank == 0:
+                store.set("rank 0 posted", "")
+            for request in requests:
+                request.wait()
+        swapped.append(torch.equal(incoming, torch.full((3,), float(peer + 10 * first))))
+    return all(swapped)
+
+
+def test_an_emulation_never_reads_the_keys_of_an_earlier_one_in_the_same_store() -> None:
+    # Each order is one sequence on both ranks: neither is refused (with keys shared, the second was: entry 0 on the
+    # 1 -> 0 group on rank 0 against the first's 0 -> 1 group on rank 1).
+    assert launch(_two_emulations_in_one_launch, 2, timeout=30) == [True, True]
 
 
 def _send_then_late_receive(delay: float) -> float | None:

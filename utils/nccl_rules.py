@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import json
 import os
 import threading
@@ -66,6 +67,10 @@ FIX = "post both with dist.batch_isend_irecv"
 _STUCK_S = 0.2  # how long both heads of a queue wait before the watchdog compares them (a normal op takes < 1 ms)
 _WATCH_S = 0.05
 _OPPOSITE = {"send": "recv", "recv": "send"}
+# Every NcclRules gets the next number, the same on every rank (they enter it in the same order: once per launch), and
+# keeps its keys in the store under it: a later one in the same store (a second launch under torchrun, or a second
+# `with NcclRules()` in one launch) must not read the keys of an earlier one.
+_INSTANCES = itertools.count()
 
 
 class NcclOrderError(RuntimeError):
@@ -156,9 +161,10 @@ class _Work:
 class _Queue:
     """The operations between this rank and one peer on one group, run one entry at a time by a thread."""
 
-    def __init__(self, group: Any, me: int, peer: int):
+    def __init__(self, group: Any, me: int, peer: int, prefix: str):
         self.group, self.me, self.peer = group, me, peer
-        self.key = f"nccl_rules/{group.group_name}/{me}->{peer}"
+        self.key = f"{prefix}/{group.group_name}/{me}->{peer}"  # where this rank's stuck head is published
+        self.their_key = f"{prefix}/{group.group_name}/{peer}->{me}"  # ... and the peer's
         self.items: deque[_Item] = deque()
         self.posted = {"send": 0, "recv": 0}  # operations of each kind ever posted
         self.completed = {"send": 0, "recv": 0}  # ... and those of completed entries
@@ -243,6 +249,7 @@ class NcclRules(Recorder):
         self._groups_with: dict[int, list[str]] = {}  # peer -> the group of each entry posted with it, in order
         self._lock = threading.Lock()
         self._store = distributed_c10d._get_default_store()
+        self._prefix = f"nccl_rules/{next(_INSTANCES)}"  # this instance's keys in the store
         self._stop = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name="nccl-rules watchdog", daemon=True)
 
@@ -326,8 +333,8 @@ class NcclRules(Recorder):
             if len(set(mine)) < 2:
                 return
             me, sequence = dist.get_rank(), list(mine)
-        self._store.set(f"nccl_rules/order/{me}->{peer}", json.dumps(sequence))
-        their_key = f"nccl_rules/order/{peer}->{me}"
+        self._store.set(f"{self._prefix}/order/{me}->{peer}", json.dumps(sequence))
+        their_key = f"{self._prefix}/order/{peer}->{me}"
         if not self._store.check([their_key]):
             return  # the peer compares when it posts on a second group
         theirs = json.loads(self._store.get(their_key))
@@ -344,7 +351,7 @@ class NcclRules(Recorder):
     def _queue(self, group: Any, key: tuple[str, int]) -> _Queue:
         with self._lock:
             if key not in self._queues:
-                self._queues[key] = _Queue(group, dist.get_rank(), key[1])
+                self._queues[key] = _Queue(group, dist.get_rank(), key[1], self._prefix)
             return self._queues[key]
 
     # ------------------------------------------------------------------------------------------ the watchdog
@@ -364,10 +371,9 @@ class NcclRules(Recorder):
             self._store.set(queue.key, json.dumps([[op.kind, op.seq, op.tag, op.describe()]
                                                    for op in head.ops]))
             queue.published = head
-        their_key = f"nccl_rules/{queue.group.group_name}/{queue.peer}->{queue.me}"
-        if not self._store.check([their_key]):
+        if not self._store.check([queue.their_key]):
             return
-        theirs = {(kind, seq): (tag, text) for kind, seq, tag, text in json.loads(self._store.get(their_key))}
+        theirs = {(kind, seq): (tag, text) for kind, seq, tag, text in json.loads(self._store.get(queue.their_key))}
         with queue.lock:
             completed = dict(queue.completed)
         mine = {op.key(): op for op in head.ops}
