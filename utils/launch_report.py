@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.multiprocessing as torch_mp
 
+from utils.p2p_ledger import WAIT_ONCE
 from utils.timeouts import HANG_BUDGET, HANG_LEDGER, STACK_DUMP_S
 
 if TYPE_CHECKING:
@@ -185,10 +186,8 @@ def hang_report(ranks: Ranks, timeout: float, entry: str) -> tuple[str, dict[int
 
 # A line that calls wait() on a request (a Work handle), e.g. "request.wait()" or "dist.isend(t, 1).wait()".
 _WAIT_CALL = re.compile(r"\.wait\(")
-# Measured with torch 2.13 on Gloo: a second wait() on an isend's or irecv's request, after the first returned,
-# never returns (tests/test_launch.py shows it), and nothing in the stack tells it from a message that never comes.
-SECOND_WAIT = ("A rank blocked in wait() may also be waiting a second time on one request: on Gloo, wait() on an "
-               "isend or irecv whose wait() already returned blocks forever. Wait on each request once.")
+# Nothing in the stack tells a second wait() from a message that never comes: the report names both.
+SECOND_WAIT = f"A rank blocked in wait() may also be waiting a second time on one request: {WAIT_ONCE}"
 
 
 def _collect_stacks(ranks: Ranks, hung: list[int]) -> dict[int, str]:

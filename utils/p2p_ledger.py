@@ -61,7 +61,7 @@ from utils.memory import nbytes
 from utils.recording import COLLECTIVES, P2P, Recorder, Swaps, p2p_kind, swap_grouped, swap_p2p, torch_ops
 
 __all__ = [
-    "COLLECTIVES", "ForbiddenCollectiveError", "Ledger", "Message", "SecondWaitError", "Totals",
+    "COLLECTIVES", "WAIT_ONCE", "ForbiddenCollectiveError", "Ledger", "Message", "SecondWaitError", "Totals",
     "UnrecordedMessageError", "unrestricted",
 ]
 
@@ -92,6 +92,11 @@ class ForbiddenCollectiveError(RuntimeError):
 
 class UnrecordedMessageError(RuntimeError):
     """A point-to-point call reached the process group by a name the ledger does not record."""
+
+
+# Measured with torch 2.13 (tests/test_launch.py shows it); SecondWaitError and a hang's report (utils.launch_report)
+# both say it.
+WAIT_ONCE = "on Gloo, wait() on a request whose wait() already returned never returns. Wait on each request once."
 
 
 class SecondWaitError(RuntimeError):
@@ -143,8 +148,7 @@ def unrestricted() -> Iterator[None]:
 class _RecordedWork:
     """A Work handle whose wait() the ledger writes down; everything else goes to the real handle.
 
-    A second wait() on a handle of CPU tensors raises SecondWaitError instead of hanging: on Gloo (torch 2.13), wait()
-    on an isend's or irecv's request whose wait() returned never returns (tests/test_launch.py shows it).
+    A second wait() on a handle of CPU tensors raises SecondWaitError instead of hanging (WAIT_ONCE).
     """
 
     def __init__(self, work: Any, ledger: Ledger, indices: list[int], on_cpu: bool):
@@ -156,9 +160,7 @@ class _RecordedWork:
             first = self._ledger.messages[self._indices[0]]
             peer = "any rank" if first.peer is None else f"rank {first.peer}"
             call = f"isend to {peer}" if first.kind == "send" else f"irecv from {peer}"
-            raise SecondWaitError(f"wait() a second time on one request (the {call}, tag {first.tag}): on Gloo, "
-                                  "wait() on a request whose wait() already returned never returns. Wait on each "
-                                  "request once.")
+            raise SecondWaitError(f"wait() a second time on one request (the {call}, tag {first.tag}): {WAIT_ONCE}")
         result = self._work.wait(*args, **kwargs)
         self._waited = result is not False  # a wait that timed out may be tried again
         if Ledger.active() is self._ledger:
