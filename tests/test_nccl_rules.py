@@ -239,6 +239,55 @@ def test_an_emulation_never_reads_the_keys_of_an_earlier_one_in_the_same_store()
     assert launch(_two_emulations_in_one_launch, 2, timeout=30) == [True, True]
 
 
+class _CountingStore:
+    """The launch's store, counting what is written under the emulation's order keys."""
+
+    def __init__(self, store: Any):
+        self.store, self.sets, self.largest = store, 0, 0
+
+    def set(self, key: str, value: str | bytes) -> None:
+        if "/order/" in key:
+            self.sets += 1
+            self.largest = max(self.largest, len(value))
+        self.store.set(key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _many_one_way_exchanges(count: int, flip_at: int | None) -> tuple[int, int]:
+    """`count` one-way exchanges in one order (the 0 -> 1 group's operation first on both ranks), but rank 1 the
+    other way round in exchange `flip_at`: (writes under the order keys, the largest value written) on this rank."""
+    rank, peer = dist.get_rank(), 1 - dist.get_rank()
+    one_way = one_way_groups()  # [0 -> 1, 1 -> 0]; dist.new_group, so before the store is swapped
+    store = _CountingStore(distributed_c10d._get_default_store())
+    real = distributed_c10d._get_default_store
+    distributed_c10d._get_default_store = lambda: store  # NcclRules takes its store at construction
+    try:
+        rules = NcclRules()
+    finally:
+        distributed_c10d._get_default_store = real
+    outgoing, incoming = torch.full((3,), float(rank)), torch.empty(3)
+    with rules:
+        for n in range(count):
+            post = [functools.partial(dist.isend, outgoing, peer, group=one_way[rank]),
+                    functools.partial(dist.irecv, incoming, peer, group=one_way[peer])]
+            if rank == 1 and n != flip_at:
+                post.reverse()  # rank 1's receive is on the 0 -> 1 group
+            for request in [p() for p in post]:
+                request.wait()
+    return store.sets, store.largest
+
+
+def test_the_order_of_a_long_run_is_written_once_per_entry_and_checked_to_its_end() -> None:
+    # 300 entries per rank: each written once, a few bytes (the whole sequence each time wrote 1.5 KB at the end,
+    # 225 KB in all); a difference at entry 200 is still found.
+    for sets, largest in launch(_many_one_way_exchanges, 2, 150, None, timeout=60):
+        assert sets <= 2 * 300 and largest <= 8, (sets, largest)
+    with pytest.raises(RankFailedError, match="different orders: entry 200 between them is on group"):
+        launch(_many_one_way_exchanges, 2, 150, 100, timeout=60)
+
+
 def _send_then_late_receive(delay: float) -> float | None:
     """Rank 1 posts its receive `delay` later; rank 0: how long its send took, as a share of the whole exchange."""
     if dist.get_rank() == 1:

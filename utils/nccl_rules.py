@@ -246,8 +246,12 @@ class NcclRules(Recorder):
 
     def __init__(self) -> None:
         self._queues: dict[tuple[str, int], _Queue] = {}
-        self._groups_with: dict[int, list[str]] = {}  # peer -> the group of each entry posted with it, in order
         self._lock = threading.Lock()
+        # The order of entries with each peer, on two groups or more (_check_group_order, under _order_lock):
+        self._groups_with: dict[int, list[str]] = {}  # peer -> the group of each entry posted with it, in order
+        self._published: dict[int, int] = {}  # peer -> how many of those entries are in the store
+        self._compared: dict[int, int] = {}  # peer -> how many of them have been compared with the peer's
+        self._order_lock = threading.Lock()
         self._store = distributed_c10d._get_default_store()
         self._prefix = f"nccl_rules/{next(_INSTANCES)}"  # this instance's keys in the store
         self._stop = threading.Event()
@@ -326,27 +330,34 @@ class NcclRules(Recorder):
 
     def _check_group_order(self, group_name: str, peer: int) -> None:
         """Record an entry with `peer` on `group_name`; once more than one group is in use with that peer, publish
-        this rank's sequence of groups and compare it with the peer's (module docstring). Raises NcclOrderError."""
-        with self._lock:
+        this rank's new entries and compare those that both ranks have posted with the peer's (module docstring).
+        Each entry is written once, under a key of its own, and compared once: a long run costs a few store calls
+        per entry, not its whole sequence each time. Raises NcclOrderError."""
+        with self._order_lock:
             mine = self._groups_with.setdefault(peer, [])
             mine.append(group_name)
-            if len(set(mine)) < 2:
-                return
-            me, sequence = dist.get_rank(), list(mine)
-        self._store.set(f"{self._prefix}/order/{me}->{peer}", json.dumps(sequence))
-        their_key = f"{self._prefix}/order/{peer}->{me}"
-        if not self._store.check([their_key]):
-            return  # the peer compares when it posts on a second group
-        theirs = json.loads(self._store.get(their_key))
-        for n, (my_group, their_group) in enumerate(zip(sequence, theirs, strict=False)):  # the common prefix
-            if my_group != their_group:
-                raise NcclOrderError(
-                    f"ranks {me} and {peer} post on two groups in different orders: entry {n} between them is on "
-                    f"group {my_group!r} on rank {me} and on group {their_group!r} on rank {peer}. Each group is a "
-                    "communicator of its own, and a GPU need not run two at once: NCCL asks that operations on "
-                    "different communicators be posted in one order on every rank. Post them in one sequence of "
-                    "groups on both ranks: where a rank sends on one group and receives on the other, both ranks "
-                    "put the same group's operation first.")
+            if peer not in self._published and group_name == mine[0]:
+                return  # one group so far with this peer: no order between groups to keep
+            me = dist.get_rank()
+            my_key, their_key = f"{self._prefix}/order/{me}->{peer}", f"{self._prefix}/order/{peer}->{me}"
+            for n in range(self._published.get(peer, 0), len(mine)):
+                self._store.set(f"{my_key}/{n}", mine[n])
+            self._published[peer] = len(mine)
+            self._store.set(f"{my_key}/count", str(len(mine)))  # after the entries: a reader of it finds them all
+            if not self._store.check([f"{their_key}/count"]):
+                return  # the peer compares when it posts on a second group
+            common = min(len(mine), int(self._store.get(f"{their_key}/count")))
+            for n in range(self._compared.get(peer, 0), common):
+                their_group = self._store.get(f"{their_key}/{n}").decode()
+                if mine[n] != their_group:
+                    raise NcclOrderError(
+                        f"ranks {me} and {peer} post on two groups in different orders: entry {n} between them is on "
+                        f"group {mine[n]!r} on rank {me} and on group {their_group!r} on rank {peer}. Each group is "
+                        "a communicator of its own, and a GPU need not run two at once: NCCL asks that operations on "
+                        "different communicators be posted in one order on every rank. Post them in one sequence of "
+                        "groups on both ranks: where a rank sends on one group and receives on the other, both ranks "
+                        "put the same group's operation first.")
+            self._compared[peer] = max(self._compared.get(peer, 0), common)
 
     def _queue(self, group: Any, key: tuple[str, int]) -> _Queue:
         with self._lock:
