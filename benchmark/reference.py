@@ -60,14 +60,24 @@ What the one-order rule costs: the old ring above, each rank posting its receive
 runs of the bench's N = 2 section (`--world-sizes 2 --sizes 4M 8M 16M 32M 64M`) on a day this ring measured
 0.76-0.98 there (ten runs); paired at 16 MB, 1.22-1.28 against 0.95-1.04. Under one order, every operation is a send
 on one rank and a receive on the other, so one of the two ranks posts each segment's receive after its send, where
-the old ring posts every receive first. That this order is what costs is likely, not shown: a send whose receive is
-already posted copies the segment into the socket before isend returns (Gloo sizes the socket's buffer to the
-message), and the peer's send waits for the receive meanwhile, but each rank spends 4-8 ms of a 32 MB call inside
-isend in the old ring as in the ones below (N = 2). Tried under the rule, not enough: every reduce-scatter operation
-at once into a chunk-sized buffer, the 1 -> 0 group's first there and the all-gather's order alternating: 0.93-1.10
-in nine runs of that section, 0.98 on average, where this ring averaged 0.91 in eight of the same sessions; other
-orders, segment sizes and buffer counts (1-4 MiB, 2-3 buffers, the all-gather one segment behind to after the whole
-reduce-scatter): 0.91-1.08.
+the old ring posts every receive first. What that costs one message, measured: Gloo's TCP transport ships a message
+from inside isend only if the receiver's notice that its receive is posted has already arrived; otherwise it sends a
+notice of its own and ships the message once the receiver's comes back, from its event-loop thread, which must then
+be woken on a busy machine. One message each way on the two groups, right after a barrier (three launches, medians
+of 15): each rank posting its receive first, 1.4-1.6 ms at 2 MB, 2.7-3.3 ms at 4 MB, 3.6-5.4 ms at 8 MB; in one
+order, 2.2-2.4, 4.4-5.2 and 5.9-6.3 ms. Tried under the rule, not enough: every reduce-scatter operation at once
+into a chunk-sized buffer, the 1 -> 0 group's first there and the all-gather's order alternating: 0.93-1.10 in nine
+runs of that section, 0.98 on average, where this ring averaged 0.91 in eight of the same sessions; other orders,
+segment sizes and buffer counts (1-4 MiB, 2-3 buffers, the all-gather one segment behind to after the whole
+reduce-scatter): 0.91-1.08. Later, with 4 MiB segments, one list of operations that both ranks walk, each rank
+posting an entry as soon as its data or a buffer is ready: the 1 -> 0 group's all-gather right behind the
+reduce-scatter (so that rank 0 posts each of those receives a segment before rank 1 has the sum to send) and the
+0 -> 1 group's at the end, or every reduce-scatter operation at once and the all-gather's entries alternating:
+against this ring in the same launches (all sizes, paired), from 0.01 behind to 0.07 ahead on average over four to
+six launches per comparison, and the first 0.93-0.99 in four runs of the bench's N = 2 section where this ring measured
+0.94-0.95: within the noise between launches, so not adopted. (Variants that share a `scratch` name with different
+sizes push each other's buffers out, and every call then faults fresh pages: compare them under names of their
+own.)
 
 Where the time goes at N = 2 (previous design, `perf` at 64 MB, 40 calls): both move the same bytes, and copying
 them in and out is most of either's CPU time, which cost that ring about what it costs the built-in (samples in the
