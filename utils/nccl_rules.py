@@ -357,7 +357,7 @@ class NcclRules(Recorder):
                         "different communicators be posted in one order on every rank. Post them in one sequence of "
                         "groups on both ranks: where a rank sends on one group and receives on the other, both ranks "
                         "put the same group's operation first.")
-            self._compared[peer] = max(self._compared.get(peer, 0), common)
+            self._compared[peer] = common  # both counts only grow
 
     def _queue(self, group: Any, key: tuple[str, int]) -> _Queue:
         with self._lock:
