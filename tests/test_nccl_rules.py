@@ -255,11 +255,10 @@ class _CountingStore:
         return getattr(self.store, name)
 
 
-def _many_one_way_exchanges(count: int, flip_at: int | None) -> tuple[int, int]:
-    """`count` one-way exchanges in one order (the 0 -> 1 group's operation first on both ranks), but rank 1 the
-    other way round in exchange `flip_at`: (writes under the order keys, the largest value written) on this rank."""
-    rank, peer = dist.get_rank(), 1 - dist.get_rank()
-    one_way = one_way_groups()  # [0 -> 1, 1 -> 0]; dist.new_group, so before the store is swapped
+def _many_one_way_exchanges(count: int, flip_at: int | None) -> tuple[bool, int, int]:
+    """`count` of _one_way_exchange's swaps in one order, but each rank its send first in swap `flip_at`: (every swap
+    delivered, the writes under the order keys, the largest value written) on this rank."""
+    one_way_groups()  # dist.new_group the first time: before the store is swapped
     store = _CountingStore(distributed_c10d._get_default_store())
     real = distributed_c10d._get_default_store
     distributed_c10d._get_default_store = lambda: store  # NcclRules takes its store at construction
@@ -267,23 +266,16 @@ def _many_one_way_exchanges(count: int, flip_at: int | None) -> tuple[int, int]:
         rules = NcclRules()
     finally:
         distributed_c10d._get_default_store = real
-    outgoing, incoming = torch.full((3,), float(rank)), torch.empty(3)
     with rules:
-        for n in range(count):
-            post = [functools.partial(dist.isend, outgoing, peer, group=one_way[rank]),
-                    functools.partial(dist.irecv, incoming, peer, group=one_way[peer])]
-            if rank == 1 and n != flip_at:
-                post.reverse()  # rank 1's receive is on the 0 -> 1 group
-            for request in [p() for p in post]:
-                request.wait()
-    return store.sets, store.largest
+        delivered = [_one_way_exchange(sends_first=n == flip_at) for n in range(count)]
+    return all(delivered), store.sets, store.largest
 
 
 def test_the_order_of_a_long_run_is_written_once_per_entry_and_checked_to_its_end() -> None:
     # 300 entries per rank: each written once, a few bytes (the whole sequence each time wrote 1.5 KB at the end,
     # 225 KB in all); a difference at entry 200 is still found.
-    for sets, largest in launch(_many_one_way_exchanges, 2, 150, None, timeout=60):
-        assert sets <= 2 * 300 and largest <= 8, (sets, largest)
+    for delivered, sets, largest in launch(_many_one_way_exchanges, 2, 150, None, timeout=60):
+        assert delivered and sets <= 2 * 300 and largest <= 8, (delivered, sets, largest)
     with pytest.raises(RankFailedError, match="different orders: entry 200 between them is on group"):
         launch(_many_one_way_exchanges, 2, 150, 100, timeout=60)
 
