@@ -18,7 +18,9 @@ One parametrized check per rule, over every assignment of solutions/ (a new lab 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -255,9 +257,15 @@ CASES = lab_params([(a, c.name) for a in ASSIGNMENTS for c in corpus.cases(a)], 
 
 @pytest.mark.parametrize("case", CASES)
 def test_every_corpus_case_can_be_built(case: tuple[str, str], tmp_path: Path) -> None:
-    """The edit still applies to the current solution (e.g. the line it replaces is still there, once)."""
+    """The edit still applies to the current solution (e.g. the line it replaces is still there, once), and what it
+    makes is a valid notebook where it is one."""
     assignment, name = case
     [found] = [c for c in corpus.cases(assignment) if c.name == name]
     assert write_case(tmp_path, assignment, found).is_file()
+    made = found.make(json.loads(solution_notebook(assignment).read_text()))
+    if not isinstance(made, bytes):  # a notebook, as a student's JupyterLab saves it (nbformat 4.5: every cell an id)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nbformat only warns of a missing id (MissingIDFieldWarning)
+            nbformat.validate(nbformat.from_dict(made))
     unknown = found.loses - set(corpus.test_cells(assignment))
     assert not unknown, f"{name} must lose {sorted(unknown)}, which are not test cells of {assignment}"

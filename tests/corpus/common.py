@@ -23,6 +23,7 @@ from solutions/ every time.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -70,6 +71,15 @@ def solution_notebook(assignment: str) -> Path:
 def cells(nb: Notebook) -> dict[str, dict]:
     """The nbgrader cells of a notebook, by grade_id."""
     return {meta(c)["grade_id"]: c for c in nb["cells"] if meta(c).get("grade_id")}
+
+
+def own_cell(kind: str, text: str) -> dict:
+    """A cell of the student's own ("code" or "markdown"), as JupyterLab saves one in nbformat 4.5: with an id.
+
+    The id is made from the text, so that a case is written the same way every time."""
+    cell = {"cell_type": kind, "id": hashlib.sha1(f"{kind}:{text}".encode()).hexdigest()[:12], "metadata": {},
+            "source": text}
+    return cell | {"execution_count": None, "outputs": []} if kind == "code" else cell
 
 
 def released(nb: Notebook) -> Notebook:

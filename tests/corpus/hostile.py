@@ -38,7 +38,19 @@ from __future__ import annotations
 import json
 
 from autograder.sandbox import Limits
-from tests.corpus.common import ROOT, Case, Edit, Notebook, append, body, cells, chain, prepend, solution_notebook
+from tests.corpus.common import (
+    ROOT,
+    Case,
+    Edit,
+    Notebook,
+    append,
+    body,
+    cells,
+    chain,
+    own_cell,
+    prepend,
+    solution_notebook,
+)
 from tests.labs.lab00.corpus import ASSIGNMENT as ASSIGNMENT  # the lab these submissions are written for
 from tests.labs.lab00.corpus import SEND_FIRST, WRONG_RESULTS, WRONG_RESULTS_LOSE, WRONG_RESULTS_SAY
 
@@ -447,8 +459,7 @@ def cell_after(grade: str, code: str) -> Edit:
     """A code cell of the student's own right after cell `grade`."""
     def make(nb: Notebook) -> Notebook:
         at = nb["cells"].index(cells(nb)[grade]) + 1
-        nb["cells"].insert(at, {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                                "source": code})
+        nb["cells"].insert(at, own_cell("code", code))
         return nb
     return make
 
@@ -468,8 +479,7 @@ def stub_body(grade: str, code: str) -> Edit:
 def cell_at_end(code: str) -> Edit:
     """A code cell of the student's own after every other cell (nothing runs after it)."""
     def make(nb: Notebook) -> Notebook:
-        nb["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                            "source": code})
+        nb["cells"].append(own_cell("code", code))
         return nb
     return make
 

@@ -18,6 +18,7 @@ from tests.corpus.common import (
     chain,
     delete_cell,
     edit_cell,
+    own_cell,
     prepend,
     released,
     replace,
@@ -30,9 +31,8 @@ ASSIGNMENT = "00_ranks_and_alpha_beta"
 def add_cells(nb: Notebook) -> Notebook:
     """A student's own notes and scratch cell, after the ping_pong test."""
     nb = released(nb)
-    extra = [{"cell_type": "markdown", "metadata": {}, "source": "My notes: ring_shift posts irecv first."},
-             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-              "source": "my_scratch = [n * 2 for n in range(4)]\nmy_scratch"}]
+    extra = [own_cell("markdown", "My notes: ring_shift posts irecv first."),
+             own_cell("code", "my_scratch = [n * 2 for n in range(4)]\nmy_scratch")]
     nb["cells"][12:12] = extra
     return nb
 
