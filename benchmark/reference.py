@@ -77,7 +77,13 @@ against this ring in the same launches (all sizes, paired), from 0.01 behind to 
 six launches per comparison, and the first 0.93-0.99 in four runs of the bench's N = 2 section where this ring measured
 0.94-0.95: within the noise between launches, so not adopted. (Variants that share a `scratch` name with different
 sizes push each other's buffers out, and every call then faults fresh pages: compare them under names of their
-own.)
+own.) Later still, each against this ring in the same launches (4-64 MB, three launches each): a one-element message
+each way before the reduce-scatter, each rank waiting for the peer's, so that every reduce-scatter receive is posted
+before its send: 0.89 against 0.99 (0.68 at 4 MB: the two waits cost more than they save); every reduce-scatter
+operation at once, the 1 -> 0 group's first, chunk 1 cut half a segment off and the all-gather alternating, 2 or
+4 MiB segments: 1.03-1.07 against 0.99-1.00 in one session, 0.98 against 1.02 an hour later; a second pair of one-way
+groups, segments alternating between the pairs: 0.93 against 1.02. The old ring that posts its receives first:
+1.06-1.21 in the same sessions.
 
 Where the time goes at N = 2 (previous design, `perf` at 64 MB, 40 calls): both move the same bytes, and copying
 them in and out is most of either's CPU time, which cost that ring about what it costs the built-in (samples in the
