@@ -306,14 +306,23 @@ def test_a_shard_that_never_ended_is_named_and_its_rerun_grades_only_what_is_mis
 # A grading's own temporary course root, which a rank's traceback in the notes names (the kernel's cell files live in
 # its scratch folder): a new name in every run, on Slurm or not
 TEMPORARY_ROOT = re.compile(r"/\S*/grade-class-[^/\s]+/grade-[^/\s]+/")
+# Which ranks a launch's RankFailedError names: those that had failed when the launch gave up, up to
+# utils.launch._FAILURE_GRACE_S after the first. Where every rank raises the same error (an unsolved exercise),
+# a slow one under load can miss that second: "ranks 0, 1 failed." in one run, "rank 0 failed." in another.
+FAILED_RANKS = re.compile(r"\branks? \d+(?:, \d+)*(?= failed[.;]|: raised an exception|; | still running and stopped)")
+
+
+def _comparable(text: str) -> str:
+    """A note with the grading's temporary folder written as <root>/ and a failure report's rank lists as <ranks>."""
+    return FAILED_RANKS.sub("<ranks>", TEMPORARY_ROOT.sub("<root>/", text))
 
 
 def _rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
-    """A grades CSV's rows by (assignment, student), without the seconds each submission took, and with the grading's
-    temporary folder in its notes written as <root>/."""
+    """A grades CSV's rows by (assignment, student), without the seconds each submission took, their notes
+    _comparable."""
     with path.open(newline="") as f:
         return {(r["assignment"], r.get("student") or r["student_id"]):
-                {k: TEMPORARY_ROOT.sub("<root>/", v) for k, v in r.items() if k != "seconds"}
+                {k: _comparable(v) for k, v in r.items() if k != "seconds"}
                 for r in csv.DictReader(f)}
 
 
