@@ -309,7 +309,7 @@ TEMPORARY_ROOT = re.compile(r"/\S*/grade-class-[^/\s]+/grade-[^/\s]+/")
 # Which ranks a launch's RankFailedError names: those that had failed when the launch gave up, up to
 # utils.launch._FAILURE_GRACE_S after the first. Where every rank raises the same error (an unsolved exercise),
 # a slow one under load can miss that second: "ranks 0, 1 failed." in one run, "rank 0 failed." in another.
-FAILED_RANKS = re.compile(r"\branks? \d+(?:, \d+)*(?= failed[.;]|: raised an exception|; | still running and stopped)")
+FAILED_RANKS = re.compile(r"\branks? \d+(?:, \d+)*(?= failed[.;]| still running and stopped|: raised an exception)")
 
 
 def _comparable(text: str) -> str:

@@ -18,11 +18,9 @@ One parametrized check per rule, over every assignment of solutions/ (a new lab 
 from __future__ import annotations
 
 import ast
-import json
 import re
 import warnings
 from collections import defaultdict
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -44,7 +42,7 @@ from tests.common import (
     source,
     without_hidden_tests,
 )
-from tests.corpus.common import SOLUTION, solution_notebook, write_case
+from tests.corpus.common import SOLUTION, build_case, solution_notebook
 
 LABS = lab_params(ASSIGNMENTS)
 STUB = re.compile(r'raise NotImplementedError\("Exercise (?P<number>\d+\.\d+): (?P<name>\w+)"\)')
@@ -256,13 +254,12 @@ CASES = lab_params([(a, c.name) for a in ASSIGNMENTS for c in corpus.cases(a)], 
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_every_corpus_case_can_be_built(case: tuple[str, str], tmp_path: Path) -> None:
+def test_every_corpus_case_can_be_built(case: tuple[str, str]) -> None:
     """The edit still applies to the current solution (e.g. the line it replaces is still there, once), and what it
     makes is a valid notebook where it is one."""
     assignment, name = case
     [found] = [c for c in corpus.cases(assignment) if c.name == name]
-    assert write_case(tmp_path, assignment, found).is_file()
-    made = found.make(json.loads(solution_notebook(assignment).read_text()))
+    made = build_case(assignment, found)
     if not isinstance(made, bytes):  # a notebook, as a student's JupyterLab saves it (nbformat 4.5: every cell an id)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # nbformat only warns of a missing id (MissingIDFieldWarning)

@@ -79,7 +79,7 @@ def own_cell(kind: str, text: str) -> dict:
     The id is made from the text, so that a case is written the same way every time."""
     cell = {"cell_type": kind, "id": hashlib.sha1(f"{kind}:{text}".encode()).hexdigest()[:12], "metadata": {},
             "source": text}
-    return cell | {"execution_count": None, "outputs": []} if kind == "code" else cell
+    return (cell | {"execution_count": None, "outputs": []}) if kind == "code" else cell
 
 
 def released(nb: Notebook) -> Notebook:
@@ -161,12 +161,16 @@ def chain(*edits: Edit) -> Edit:
     return make
 
 
+def build_case(assignment: str, case: Case) -> Notebook | bytes:
+    """What one case submits: its edit applied to the solution notebook (a notebook, or the file's raw bytes)."""
+    return case.make(json.loads(solution_notebook(assignment).read_text()))
+
+
 def write_case(out: Path, assignment: str, case: Case) -> Path:
     """Write one case as out/<case>/<assignment>/<file>, built from the solution notebook; return the file."""
-    notebook = solution_notebook(assignment)
-    made = case.make(json.loads(notebook.read_text()))
+    made = build_case(assignment, case)
     folder = Path(out) / case.name / assignment
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (case.file_name or notebook.name)
+    path = folder / (case.file_name or solution_notebook(assignment).name)
     path.write_bytes(made if isinstance(made, bytes) else json.dumps(made, indent=1).encode())
     return path
